@@ -1,0 +1,64 @@
+"""Argument checks shared by the public entry points; every error names the argument."""
+
+from __future__ import annotations
+
+import numbers
+
+import numpy as np
+
+
+def is_torch(x) -> bool:
+    return type(x).__module__.startswith("torch") and hasattr(x, "device")
+
+
+def as_array(name: str, x):
+    """``x`` unchanged if it is a numpy array or torch tensor, else ``np.asarray(x)``."""
+    if x is None:
+        raise TypeError(f"{name} must be an array, got None")
+    if isinstance(x, np.ndarray) or is_torch(x):
+        arr = x
+    else:
+        try:
+            arr = np.asarray(x)
+        except Exception as exc:  # noqa: BLE001 - reported with the argument's name
+            raise TypeError(f"{name} must be array-like, got {type(x).__name__}") from exc
+    kind = arr.dtype.kind if isinstance(arr, np.ndarray) else None
+    if kind is not None and kind not in "biuf":
+        what = "complex" if kind == "c" else str(arr.dtype)
+        raise TypeError(f"{name} must be real (bool, int or float), got dtype {what}")
+    if is_torch(arr) and arr.is_complex():
+        raise TypeError(f"{name} must be real, got dtype {arr.dtype}")
+    return arr
+
+
+def shape_str(shape) -> str:
+    return "(" + ", ".join(str(int(s)) for s in shape) + ("," if len(shape) == 1 else "") + ")"
+
+
+def check_min_ndim(name: str, arr, ndim: int, want: str):
+    if arr.ndim < ndim:
+        raise ValueError(f"{name} must have shape {want}, got shape {shape_str(arr.shape)}")
+
+
+def check_trailing(name: str, arr, expected: tuple, want: str):
+    """``arr.shape[-len(expected):] == expected`` or a ValueError naming ``want``."""
+    got = tuple(arr.shape[arr.ndim - len(expected):]) if arr.ndim >= len(expected) else None
+    if got != tuple(expected):
+        raise ValueError(f"{name} must have shape {want}, got shape {shape_str(arr.shape)}")
+
+
+def broadcast_batch(named_shapes: dict) -> tuple:
+    """The broadcast of the leading shapes, or a ValueError listing them."""
+    try:
+        return tuple(np.broadcast_shapes(*[tuple(s) for s in named_shapes.values()]))
+    except ValueError:
+        listed = ", ".join(f"{k} {shape_str(v)}" for k, v in named_shapes.items())
+        raise ValueError(f"leading (batch) dimensions do not broadcast: {listed}") from None
+
+
+def check_positive_int(name: str, value) -> int:
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise TypeError(f"{name} must be an int >= 1, got {type(value).__name__} {value!r}")
+    if value < 1:
+        raise ValueError(f"{name} must be an int >= 1, got {value}")
+    return int(value)

@@ -1,0 +1,84 @@
+"""Sequences of transition coefficients and their 1-SS matrices, computed stably.
+
+A sequence ``a_0, ..., a_{T-1}`` along the last axis is held either as log-decays
+(``log_a``, from ``from_log`` constructors; ``-inf`` is a reset) or as the real
+values of ``a`` (any sign, zeros allowed). Its 1-SS matrix is
+
+    L[..., j, i] = a_j a_{j-1} ... a_{i+1}   for j >= i (1 on the diagonal), 0 above.
+
+Both forms build ``L`` without dividing or subtracting: the log form sums the
+log-decays of each segment directly (:func:`segsum`), the value form multiplies
+the values of each segment directly (:func:`segprod`). Each entry is then exact
+to rounding whatever ``T`` and ``|log a|``; a cumulative sum difference
+``cs[j] - cs[i]`` would instead lose ``|cs|`` times machine epsilon.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..backends.base import Array, Backend
+
+
+def _strict_lower_columns(be: Backend, x: Array, fill: float) -> Array:
+    """``X[..., i, j] = x[..., i]`` where ``i > j``, else ``fill``; shape ``(..., T, T)``."""
+    T = x.shape[-1]
+    rows = be.broadcast_to(x[..., :, None], x.shape + (T,))
+    return be.where(be.tri(T, T, -1, like=x), rows, be.full((), fill, like=x))
+
+
+def segsum(be: Backend, x: Array) -> Array:
+    """``S[..., i, j] = x_{j+1} + ... + x_i`` for ``i >= j`` (0 on the diagonal), ``-inf`` above.
+
+    Each entry is a direct running sum over its own segment (a cumulative sum
+    down each column of the strictly lower part), never a difference of
+    cumulative sums. ``-inf`` entries of ``x`` give ``-inf`` sums, never NaN.
+    """
+    T = x.shape[-1]
+    sums = be.cumsum(_strict_lower_columns(be, x, 0.0), axis=-2)
+    return be.where(be.tri(T, T, 0, like=x), sums, be.full((), float("-inf"), like=x))
+
+
+def segprod(be: Backend, a: Array) -> Array:
+    """``P[..., i, j] = a_{j+1} * ... * a_i`` for ``i >= j`` (1 on the diagonal), 0 above."""
+    T = a.shape[-1]
+    prods = be.cumprod(_strict_lower_columns(be, a, 1.0), axis=-2)
+    return be.where(be.tri(T, T, 0, like=a), prods, be.full((), 0.0, like=a))
+
+
+@dataclass(frozen=True)
+class Decays:
+    """Transition coefficients along the last axis of ``data``.
+
+    Attributes
+    ----------
+    data : array, shape ``(..., T)``
+        Log-decays when ``log`` is True, else the values of ``a``.
+    log : bool
+        Which form ``data`` holds.
+    """
+
+    data: Array
+    log: bool
+
+    @property
+    def identity(self) -> float:
+        """The coefficient that changes nothing (``a = 1``) in this form."""
+        return 0.0 if self.log else 1.0
+
+    def values(self, be: Backend) -> Array:
+        """The coefficients ``a`` themselves."""
+        return be.exp(self.data) if self.log else self.data
+
+    def matrix(self, be: Backend) -> Array:
+        """The 1-SS matrix ``L`` of shape ``(..., T, T)`` (module docstring)."""
+        return be.exp(segsum(be, self.data)) if self.log else segprod(be, self.data)
+
+    def total(self, be: Backend) -> "Decays":
+        """The product over the last axis, in the same form (the axis is dropped)."""
+        reduce = be.sum if self.log else be.prod
+        return Decays(reduce(self.data, axis=-1), self.log)
+
+    def map(self, fn) -> "Decays":
+        """The same form with ``fn`` applied to the data (reshapes, pads, slices)."""
+        return Decays(fn(self.data), self.log)

@@ -1,0 +1,130 @@
+"""The torch backend: CPU and CUDA tensors, autograd through every algorithm.
+
+Half-precision inputs (bfloat16, float16) are computed in float32 and the
+result is cast back; float64 stays float64.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .base import Backend
+
+try:
+    import torch
+except ImportError:  # pragma: no cover - exercised only without torch
+    torch = None
+
+
+class TorchBackend(Backend):
+    """Primitives over :class:`torch.Tensor`."""
+
+    name = "torch"
+
+    def available(self):
+        return None if torch is not None else "torch is not installed (pip install 'semisep[torch]')"
+
+    def owns(self, array):
+        return torch is not None and isinstance(array, torch.Tensor)
+
+    def supports(self, case):
+        return None
+
+    def asarray(self, x, like=None):
+        device = like.device if like is not None and isinstance(like, torch.Tensor) else None
+        if isinstance(x, torch.Tensor):
+            return x if device is None or x.device == device else x.to(device)
+        return torch.as_tensor(np.asarray(x), device=device)
+
+    def result_dtype(self, *arrays):
+        dtypes = [a.dtype for a in arrays if a is not None]
+        out = dtypes[0]
+        for d in dtypes[1:]:
+            out = torch.promote_types(out, d)
+        if not out.is_floating_point:
+            out = torch.get_default_dtype()
+        return out
+
+    def compute_dtype(self, dtype):
+        return torch.float64 if dtype == torch.float64 else torch.float32
+
+    def cast(self, x, dtype):
+        return x.to(dtype)
+
+    def is_floating(self, x):
+        return x.is_floating_point()
+
+    def is_complex(self, x):
+        return x.is_complex()
+
+    def zeros(self, shape, like):
+        return torch.zeros(shape, dtype=like.dtype, device=like.device)
+
+    def ones(self, shape, like):
+        return torch.ones(shape, dtype=like.dtype, device=like.device)
+
+    def full(self, shape, value, like):
+        return torch.full(shape, value, dtype=like.dtype, device=like.device)
+
+    def tri(self, n, m, k, like):
+        return torch.ones(n, m, dtype=torch.bool, device=like.device).tril(k)
+
+    def exp(self, x):
+        return torch.exp(x)
+
+    def log(self, x):
+        return torch.log(x)
+
+    def abs(self, x):
+        return torch.abs(x)
+
+    def where(self, cond, a, b):
+        return torch.where(cond, a, b)
+
+    def softplus(self, x):
+        return torch.nn.functional.softplus(x)
+
+    def sigmoid(self, x):
+        return torch.sigmoid(x)
+
+    def isnan(self, x):
+        return torch.isnan(x)
+
+    def cumsum(self, x, axis):
+        return torch.cumsum(x, dim=axis)
+
+    def cumprod(self, x, axis):
+        return torch.cumprod(x, dim=axis)
+
+    def sum(self, x, axis):
+        return torch.sum(x, dim=axis)
+
+    def prod(self, x, axis):
+        return torch.prod(x, dim=axis)
+
+    def einsum(self, spec, *operands):
+        return torch.einsum(spec, *operands)
+
+    def broadcast_to(self, x, shape):
+        return torch.broadcast_to(x, shape)
+
+    def broadcast_shapes(self, *shapes):
+        return tuple(torch.broadcast_shapes(*shapes))
+
+    def moveaxis(self, x, source, destination):
+        return torch.movedim(x, source, destination)
+
+    def flip(self, x, axis):
+        return torch.flip(x, dims=(axis,))
+
+    def concat(self, arrays, axis):
+        return torch.cat(list(arrays), dim=axis)
+
+    def stack(self, arrays, axis):
+        return torch.stack(list(arrays), dim=axis)
+
+    def any(self, x):
+        return bool(torch.any(x))
+
+    def to_numpy(self, x):
+        return x.detach().cpu().to(torch.float64 if x.is_floating_point() else x.dtype).numpy()
