@@ -1,0 +1,447 @@
+"""Triton kernels of the chunked SSD (forward, backward) and the decode step.
+
+One program owns one (batch, head, block of the head dimension p) and walks
+the chunks of the sequence in order, carrying the state ``S`` (p, n) in fp32
+registers: x is read once and y written once, no chunk states go to memory.
+The rows of ``S`` (indexed by p) evolve independently, so splitting p over
+programs is exact.
+
+Per chunk of ``Q`` steps (local positions i, j), with l the chunk-local
+cumulative log-decay::
+
+    G_ij = C_i . B_j,  L_ij = exp(l_i - l_j) (i >= j, else 0)
+    y    = (G o L) xs + exp(l) * (C S^T)
+    S   <- exp(l_end) S + (xs * exp(l_end - l))^T B
+
+Decays: the log-decays are clamped at ``-CLAMP`` (a reset ``-inf`` becomes
+``-CLAMP``; any segment holding one has ``exp <= exp(-CLAMP) = 0`` in fp32, so the
+result is unchanged), scaled to base 2 and summed within the chunk in fp64.
+The fp64 prefix sums are split into ``hi + lo`` fp32 pairs, and
+``l_i - l_j = (hi_i - hi_j) + (lo_i - lo_j)`` is then correct to fp32 rounding
+of the segment sum itself, for any magnitude: no cancellation, no NaN.
+
+Backward (two sweeps, both recomputing the forward state or its adjoint):
+
+* forward sweep: ``dC = (M o L) B + exp(l) * (dy S_in)`` with ``M = dy xs^T``, the
+  row terms ``r1_i = C_i . dC_i = dy_i . y_i``, ``dz`` (recomputing y) and ``dD``;
+* reverse sweep with the adjoint state ``dS`` (p, n):
+  ``dxs = (G o L)^T dy + exp(l_end - l) * (B dS^T)``,
+  ``dB = (M o L)^T C + exp(l_end - l) * (xs dS)``, ``r2_j = xs_j . dxs_j``,
+  ``dS <- exp(l_end) dS + (dy * exp(l))^T C``; at the start ``dS`` is d(initial state).
+
+The log-decay gradient is ``dla_t = sum_{t' >= t} (r1 - r2)_{t'} + <dS_T, S_T>``.
+"""
+
+from __future__ import annotations
+
+import triton
+import triton.language as tl
+
+CLAMP = 128.0          # |log-decay| beyond which exp(...) is 0 in fp32 anyway
+LOG2E = 1.4426950408889634
+
+
+@triton.jit
+def _softplus(v):
+    # softplus(v) = max(v, 0) + log1p(exp(-|v|)), log1p by the w = 1 + u trick
+    u = tl.exp(-tl.abs(v))
+    w = 1.0 + u
+    lp = tl.where(w == 1.0, u, tl.log(w) * u / (w - 1.0))
+    return tl.maximum(v, 0.0) + lp
+
+
+@triton.jit
+def _chunk_decays(dt_ptr, A_ptr, dtb_ptr, seq_ptr, b64, h, H, T, t,
+                  HAS_DT: tl.constexpr, DT_SOFTPLUS: tl.constexpr, HAS_DTB: tl.constexpr,
+                  HAS_SEQ: tl.constexpr, CLAMP_C: tl.constexpr):
+    """For positions ``t`` (int64, Q): ``(dt, la2, hi, lo, tot)``.
+
+    dt: the factor on x (1 without dt); la2: clamped log2-decays (0 past T);
+    hi + lo: their chunk-local inclusive prefix sums; tot: the chunk's sum (fp64).
+    """
+    mask_t = t < T
+    raw = tl.load(dt_ptr + (b64 * T + t) * H + h, mask=mask_t, other=0.0).to(tl.float32)
+    if HAS_DT:
+        if HAS_DTB:
+            raw += tl.load(dtb_ptr + h).to(tl.float32)
+        if DT_SOFTPLUS:
+            dtv = _softplus(raw)
+        else:
+            dtv = raw
+        la = dtv * tl.load(A_ptr + h).to(tl.float32)
+    else:
+        dtv = tl.full(raw.shape, 1.0, tl.float32)
+        la = raw
+    if HAS_SEQ:
+        s_cur = tl.load(seq_ptr + b64 * T + t, mask=mask_t, other=0)
+        s_prev = tl.load(seq_ptr + b64 * T + t - 1, mask=mask_t & (t > 0), other=0)
+        la = tl.where((t > 0) & (s_cur != s_prev), float("-inf"), la)
+    la = tl.maximum(la, -CLAMP_C)
+    la = tl.where(mask_t, la, 0.0)
+    la2 = la * 1.4426950408889634
+    l64 = tl.cumsum(la2.to(tl.float64), axis=0)
+    hi = l64.to(tl.float32)
+    lo = (l64 - hi.to(tl.float64)).to(tl.float32)
+    tot = tl.sum(la2.to(tl.float64), axis=0)
+    return dtv, la2, hi, lo, tot
+
+
+@triton.jit
+def _decay_tile(hi, lo, offs_q, TRANSPOSED: tl.constexpr):
+    """``L[i, j] = exp2(l_i - l_j)`` for i >= j, else 0 (or its transpose)."""
+    if TRANSPOSED:
+        seg = (hi[None, :] - hi[:, None]) + (lo[None, :] - lo[:, None])
+        keep = offs_q[None, :] >= offs_q[:, None]
+    else:
+        seg = (hi[:, None] - hi[None, :]) + (lo[:, None] - lo[None, :])
+        keep = offs_q[:, None] >= offs_q[None, :]
+    seg = tl.where(keep, seg, float("-inf"))
+    return tl.exp2(seg)
+
+
+@triton.jit
+def ssd_fwd_kernel(
+    x_ptr, dt_ptr, A_ptr, dtb_ptr, B_ptr, C_ptr, D_ptr, z_ptr, h0_ptr, seq_ptr,
+    y_ptr, hT_ptr,
+    T, H, G, P, N,
+    HAS_DT: tl.constexpr, DT_SOFTPLUS: tl.constexpr, HAS_DTB: tl.constexpr,
+    HAS_D: tl.constexpr, D_PER_P: tl.constexpr, HAS_Z: tl.constexpr, HAS_H0: tl.constexpr,
+    HAS_SEQ: tl.constexpr, STORE_HT: tl.constexpr,
+    Q: tl.constexpr, BP: tl.constexpr, BN: tl.constexpr, PREC: tl.constexpr,
+    CLAMP_C: tl.constexpr,
+):
+    pid_p = tl.program_id(0)
+    pid_bh = tl.program_id(1)
+    b = pid_bh // H
+    h = pid_bh % H
+    grp = h // (H // G)
+    b64 = b.to(tl.int64)
+    offs_q = tl.arange(0, Q)
+    offs_p = pid_p * BP + tl.arange(0, BP)
+    offs_n = tl.arange(0, BN)
+    mask_p = offs_p < P
+    mask_n = offs_n < N
+    dtype = x_ptr.dtype.element_ty
+
+    x_base = x_ptr + (b64 * T * H + h) * P
+    y_base = y_ptr + (b64 * T * H + h) * P
+    z_base = z_ptr + (b64 * T * H + h) * P
+    B_base = B_ptr + (b64 * T * G + grp) * N
+    C_base = C_ptr + (b64 * T * G + grp) * N
+    st_off = ((b64 * H + h) * P + offs_p[:, None]) * N + offs_n[None, :]
+    st_mask = mask_p[:, None] & mask_n[None, :]
+
+    if HAS_H0:
+        S = tl.load(h0_ptr + st_off, mask=st_mask, other=0.0).to(tl.float32)
+    else:
+        S = tl.zeros((BP, BN), dtype=tl.float32)
+    if HAS_D:
+        if D_PER_P:
+            Dv = tl.load(D_ptr + h * P + offs_p, mask=mask_p, other=0.0).to(tl.float32)
+        else:
+            Dv = tl.load(D_ptr + h).to(tl.float32)
+
+    n_chunks = tl.cdiv(T, Q)
+    for c in range(0, n_chunks):
+        t = c * Q + offs_q.to(tl.int64)
+        mask_t = t < T
+        dtv, la2, hi, lo, tot = _chunk_decays(dt_ptr, A_ptr, dtb_ptr, seq_ptr, b64, h, H, T, t,
+                                              HAS_DT, DT_SOFTPLUS, HAS_DTB, HAS_SEQ, CLAMP_C)
+        m_tp = mask_t[:, None] & mask_p[None, :]
+        m_tn = mask_t[:, None] & mask_n[None, :]
+        x = tl.load(x_base + t[:, None] * (H * P) + offs_p[None, :], mask=m_tp, other=0.0)
+        Bt = tl.load(B_base + t[:, None] * (G * N) + offs_n[None, :], mask=m_tn, other=0.0)
+        Ct = tl.load(C_base + t[:, None] * (G * N) + offs_n[None, :], mask=m_tn, other=0.0)
+        if HAS_DT:
+            xs = (x.to(tl.float32) * dtv[:, None]).to(dtype)
+        else:
+            xs = x
+        Gm = tl.dot(Ct, tl.trans(Bt), input_precision=PREC)
+        L = _decay_tile(hi, lo, offs_q, False)
+        W = (Gm * L).to(dtype)
+        acc = tl.dot(W, xs, input_precision=PREC)
+        CS = tl.dot(Ct, tl.trans(S.to(dtype)), input_precision=PREC)
+        acc += CS * tl.exp2(hi + lo)[:, None]
+        # state update
+        to_end = tl.exp2((tot - hi.to(tl.float64)).to(tl.float32) - lo)
+        xd = (xs.to(tl.float32) * to_end[:, None]).to(dtype)
+        S = S * tl.exp2(tot.to(tl.float32)) + tl.dot(tl.trans(xd), Bt, input_precision=PREC)
+        if HAS_D:
+            if D_PER_P:
+                acc += x.to(tl.float32) * Dv[None, :]
+            else:
+                acc += x.to(tl.float32) * Dv
+        if HAS_Z:
+            zz = tl.load(z_base + t[:, None] * (H * P) + offs_p[None, :], mask=m_tp,
+                         other=0.0).to(tl.float32)
+            acc = acc * zz * tl.sigmoid(zz)
+        tl.store(y_base + t[:, None] * (H * P) + offs_p[None, :], acc.to(dtype), mask=m_tp)
+
+    if STORE_HT:
+        tl.store(hT_ptr + st_off, S.to(hT_ptr.dtype.element_ty), mask=st_mask)
+
+
+@triton.jit
+def ssd_bwd_fwdsweep_kernel(
+    x_ptr, dt_ptr, A_ptr, dtb_ptr, B_ptr, C_ptr, D_ptr, z_ptr, h0_ptr, seq_ptr, dy_ptr,
+    dhT_ptr,
+    dC_ptr, r1_ptr, dz_ptr, dD_ptr, fin_ptr,
+    T, H, G, P, N, NPB,
+    HAS_DT: tl.constexpr, DT_SOFTPLUS: tl.constexpr, HAS_DTB: tl.constexpr,
+    HAS_D: tl.constexpr, D_PER_P: tl.constexpr, HAS_Z: tl.constexpr, HAS_H0: tl.constexpr,
+    HAS_SEQ: tl.constexpr, HAS_DHT: tl.constexpr,
+    Q: tl.constexpr, BP: tl.constexpr, BN: tl.constexpr, PREC: tl.constexpr,
+    CLAMP_C: tl.constexpr,
+):
+    """dC partial (per head and p-block), r1 = dy . y, dz, dD partial, <dS_T, S_T>."""
+    pid_p = tl.program_id(0)
+    pid_bh = tl.program_id(1)
+    b = pid_bh // H
+    h = pid_bh % H
+    grp = h // (H // G)
+    b64 = b.to(tl.int64)
+    offs_q = tl.arange(0, Q)
+    offs_p = pid_p * BP + tl.arange(0, BP)
+    offs_n = tl.arange(0, BN)
+    mask_p = offs_p < P
+    mask_n = offs_n < N
+    dtype = x_ptr.dtype.element_ty
+
+    x_base = x_ptr + (b64 * T * H + h) * P
+    dy_base = dy_ptr + (b64 * T * H + h) * P
+    z_base = z_ptr + (b64 * T * H + h) * P
+    dz_base = dz_ptr + (b64 * T * H + h) * P
+    B_base = B_ptr + (b64 * T * G + grp) * N
+    C_base = C_ptr + (b64 * T * G + grp) * N
+    # dC partial: (NPB, b, T, H, N) fp32
+    pb_b = pid_p.to(tl.int64) * (tl.num_programs(1) // H) + b64
+    dC_base = dC_ptr + (pb_b * T * H + h) * N
+    r_base = r1_ptr + (pid_p.to(tl.int64) * tl.num_programs(1) + pid_bh) * T
+    st_off = ((b64 * H + h) * P + offs_p[:, None]) * N + offs_n[None, :]
+    st_mask = mask_p[:, None] & mask_n[None, :]
+
+    if HAS_H0:
+        S = tl.load(h0_ptr + st_off, mask=st_mask, other=0.0).to(tl.float32)
+    else:
+        S = tl.zeros((BP, BN), dtype=tl.float32)
+    if HAS_D:
+        if D_PER_P:
+            Dv = tl.load(D_ptr + h * P + offs_p, mask=mask_p, other=0.0).to(tl.float32)
+        else:
+            Dv = tl.load(D_ptr + h).to(tl.float32)
+        dD_acc = tl.zeros((BP,), dtype=tl.float32)
+
+    n_chunks = tl.cdiv(T, Q)
+    for c in range(0, n_chunks):
+        t = c * Q + offs_q.to(tl.int64)
+        mask_t = t < T
+        dtv, la2, hi, lo, tot = _chunk_decays(dt_ptr, A_ptr, dtb_ptr, seq_ptr, b64, h, H, T, t,
+                                              HAS_DT, DT_SOFTPLUS, HAS_DTB, HAS_SEQ, CLAMP_C)
+        m_tp = mask_t[:, None] & mask_p[None, :]
+        m_tn = mask_t[:, None] & mask_n[None, :]
+        x = tl.load(x_base + t[:, None] * (H * P) + offs_p[None, :], mask=m_tp, other=0.0)
+        Bt = tl.load(B_base + t[:, None] * (G * N) + offs_n[None, :], mask=m_tn, other=0.0)
+        Ct = tl.load(C_base + t[:, None] * (G * N) + offs_n[None, :], mask=m_tn, other=0.0)
+        dyo = tl.load(dy_base + t[:, None] * (H * P) + offs_p[None, :], mask=m_tp,
+                      other=0.0).to(tl.float32)
+        if HAS_DT:
+            xs = (x.to(tl.float32) * dtv[:, None]).to(dtype)
+        else:
+            xs = x
+        L = _decay_tile(hi, lo, offs_q, False)
+        e_in = tl.exp2(hi + lo)
+        if HAS_Z:
+            zz = tl.load(z_base + t[:, None] * (H * P) + offs_p[None, :], mask=m_tp,
+                         other=0.0).to(tl.float32)
+            sz = tl.sigmoid(zz)
+            # recompute y (pre-gate) for dz
+            Gm = tl.dot(Ct, tl.trans(Bt), input_precision=PREC)
+            yv = tl.dot((Gm * L).to(dtype), xs, input_precision=PREC)
+            yv += tl.dot(Ct, tl.trans(S.to(dtype)), input_precision=PREC) * e_in[:, None]
+            if HAS_D:
+                if D_PER_P:
+                    yv += x.to(tl.float32) * Dv[None, :]
+                else:
+                    yv += x.to(tl.float32) * Dv
+            dz = dyo * yv * sz * (1.0 + zz * (1.0 - sz))
+            tl.store(dz_base + t[:, None] * (H * P) + offs_p[None, :],
+                     dz.to(dz_ptr.dtype.element_ty), mask=m_tp)
+            dyp = dyo * zz * sz
+        else:
+            dyp = dyo
+        if HAS_D:
+            dD_acc += tl.sum(dyp * x.to(tl.float32), axis=0)
+        dyc = dyp.to(dtype)
+        M = tl.dot(dyc, tl.trans(xs), input_precision=PREC)
+        dC = tl.dot((M * L).to(dtype), Bt, input_precision=PREC)
+        dC += tl.dot(dyc, S.to(dtype), input_precision=PREC) * e_in[:, None]
+        r1 = tl.sum(dC * Ct.to(tl.float32), axis=1)
+        tl.store(dC_base + t[:, None] * (H * N) + offs_n[None, :], dC, mask=m_tn)
+        tl.store(r_base + t, r1, mask=mask_t)
+        to_end = tl.exp2((tot - hi.to(tl.float64)).to(tl.float32) - lo)
+        xd = (xs.to(tl.float32) * to_end[:, None]).to(dtype)
+        S = S * tl.exp2(tot.to(tl.float32)) + tl.dot(tl.trans(xd), Bt, input_precision=PREC)
+
+    if HAS_D:
+        tl.store(dD_ptr + (b64 * H + h) * P + offs_p, dD_acc, mask=mask_p)
+    if HAS_DHT:
+        dS = tl.load(dhT_ptr + st_off, mask=st_mask, other=0.0).to(tl.float32)
+        tl.store(fin_ptr + pid_p.to(tl.int64) * tl.num_programs(1) + pid_bh,
+                 tl.sum(tl.sum(dS * S, axis=1), axis=0))
+
+
+@triton.jit
+def ssd_bwd_revsweep_kernel(
+    x_ptr, dt_ptr, A_ptr, dtb_ptr, B_ptr, C_ptr, D_ptr, z_ptr, seq_ptr, dy_ptr, dhT_ptr,
+    dx_ptr, dB_ptr, r2_ptr, q_ptr, dh0_ptr,
+    T, H, G, P, N, NPB,
+    HAS_DT: tl.constexpr, DT_SOFTPLUS: tl.constexpr, HAS_DTB: tl.constexpr,
+    HAS_D: tl.constexpr, D_PER_P: tl.constexpr, HAS_Z: tl.constexpr,
+    HAS_SEQ: tl.constexpr, HAS_DHT: tl.constexpr, STORE_DH0: tl.constexpr,
+    Q: tl.constexpr, BP: tl.constexpr, BN: tl.constexpr, PREC: tl.constexpr,
+    CLAMP_C: tl.constexpr,
+):
+    """dx, dB partial, r2 = xs . dxs, q = x . dxs (for d dt), d(initial state)."""
+    pid_p = tl.program_id(0)
+    pid_bh = tl.program_id(1)
+    b = pid_bh // H
+    h = pid_bh % H
+    grp = h // (H // G)
+    b64 = b.to(tl.int64)
+    offs_q = tl.arange(0, Q)
+    offs_p = pid_p * BP + tl.arange(0, BP)
+    offs_n = tl.arange(0, BN)
+    mask_p = offs_p < P
+    mask_n = offs_n < N
+    dtype = x_ptr.dtype.element_ty
+
+    x_base = x_ptr + (b64 * T * H + h) * P
+    dx_base = dx_ptr + (b64 * T * H + h) * P
+    dy_base = dy_ptr + (b64 * T * H + h) * P
+    z_base = z_ptr + (b64 * T * H + h) * P
+    B_base = B_ptr + (b64 * T * G + grp) * N
+    C_base = C_ptr + (b64 * T * G + grp) * N
+    pb_b = pid_p.to(tl.int64) * (tl.num_programs(1) // H) + b64
+    dB_base = dB_ptr + (pb_b * T * H + h) * N
+    r_base = r2_ptr + (pid_p.to(tl.int64) * tl.num_programs(1) + pid_bh) * T
+    q_base = q_ptr + (pid_p.to(tl.int64) * tl.num_programs(1) + pid_bh) * T
+    st_off = ((b64 * H + h) * P + offs_p[:, None]) * N + offs_n[None, :]
+    st_mask = mask_p[:, None] & mask_n[None, :]
+
+    if HAS_DHT:
+        dS = tl.load(dhT_ptr + st_off, mask=st_mask, other=0.0).to(tl.float32)
+    else:
+        dS = tl.zeros((BP, BN), dtype=tl.float32)
+    if HAS_D:
+        if D_PER_P:
+            Dv = tl.load(D_ptr + h * P + offs_p, mask=mask_p, other=0.0).to(tl.float32)
+        else:
+            Dv = tl.load(D_ptr + h).to(tl.float32)
+
+    n_chunks = tl.cdiv(T, Q)
+    for i in range(0, n_chunks):
+        c = n_chunks - 1 - i
+        t = c * Q + offs_q.to(tl.int64)
+        mask_t = t < T
+        dtv, la2, hi, lo, tot = _chunk_decays(dt_ptr, A_ptr, dtb_ptr, seq_ptr, b64, h, H, T, t,
+                                              HAS_DT, DT_SOFTPLUS, HAS_DTB, HAS_SEQ, CLAMP_C)
+        m_tp = mask_t[:, None] & mask_p[None, :]
+        m_tn = mask_t[:, None] & mask_n[None, :]
+        x = tl.load(x_base + t[:, None] * (H * P) + offs_p[None, :], mask=m_tp, other=0.0)
+        Bt = tl.load(B_base + t[:, None] * (G * N) + offs_n[None, :], mask=m_tn, other=0.0)
+        Ct = tl.load(C_base + t[:, None] * (G * N) + offs_n[None, :], mask=m_tn, other=0.0)
+        dyo = tl.load(dy_base + t[:, None] * (H * P) + offs_p[None, :], mask=m_tp,
+                      other=0.0).to(tl.float32)
+        if HAS_Z:
+            zz = tl.load(z_base + t[:, None] * (H * P) + offs_p[None, :], mask=m_tp,
+                         other=0.0).to(tl.float32)
+            dyp = dyo * zz * tl.sigmoid(zz)
+        else:
+            dyp = dyo
+        dyc = dyp.to(dtype)
+        if HAS_DT:
+            xs = (x.to(tl.float32) * dtv[:, None]).to(dtype)
+        else:
+            xs = x
+        Lt = _decay_tile(hi, lo, offs_q, True)           # Lt[j, i] = L[i, j]
+        Gt = tl.dot(Bt, tl.trans(Ct), input_precision=PREC)   # Gt[j, i] = C_i . B_j
+        Mt = tl.dot(xs, tl.trans(dyc), input_precision=PREC)  # Mt[j, i] = dy_i . xs_j
+        to_end = tl.exp2((tot - hi.to(tl.float64)).to(tl.float32) - lo)
+        dSc = dS.to(dtype)
+        dxs = tl.dot((Gt * Lt).to(dtype), dyc, input_precision=PREC)
+        dxs += tl.dot(Bt, tl.trans(dSc), input_precision=PREC) * to_end[:, None]
+        dB = tl.dot((Mt * Lt).to(dtype), Ct, input_precision=PREC)
+        dB += tl.dot(xs, dSc, input_precision=PREC) * to_end[:, None]
+        xf = x.to(tl.float32)
+        q = tl.sum(dxs * xf, axis=1)
+        tl.store(q_base + t, q, mask=mask_t)
+        tl.store(r_base + t, q * dtv, mask=mask_t)
+        tl.store(dB_base + t[:, None] * (H * N) + offs_n[None, :], dB, mask=m_tn)
+        dx = dxs * dtv[:, None]
+        if HAS_D:
+            if D_PER_P:
+                dx += dyp * Dv[None, :]
+            else:
+                dx += dyp * Dv
+        tl.store(dx_base + t[:, None] * (H * P) + offs_p[None, :],
+                 dx.to(dx_ptr.dtype.element_ty), mask=m_tp)
+        e_in = tl.exp2(hi + lo)
+        dyd = (dyp * e_in[:, None]).to(dtype)
+        dS = dS * tl.exp2(tot.to(tl.float32)) + tl.dot(tl.trans(dyd), Ct, input_precision=PREC)
+
+    if STORE_DH0:
+        tl.store(dh0_ptr + st_off, dS.to(dh0_ptr.dtype.element_ty), mask=st_mask)
+
+
+@triton.jit
+def ssd_decode_kernel(
+    state_ptr, x_ptr, dt_ptr, A_ptr, dtb_ptr, B_ptr, C_ptr, D_ptr, z_ptr, y_ptr,
+    H, G, P, N,
+    HAS_DT: tl.constexpr, DT_SOFTPLUS: tl.constexpr, HAS_DTB: tl.constexpr,
+    HAS_D: tl.constexpr, D_PER_P: tl.constexpr, HAS_Z: tl.constexpr,
+    BP: tl.constexpr, BN: tl.constexpr, CLAMP_C: tl.constexpr,
+):
+    """One token: ``S <- exp(la) S + xs B^T`` in place, ``y = S C (+ D x) (* silu z)``."""
+    pid_p = tl.program_id(0)
+    pid_bh = tl.program_id(1)
+    b = pid_bh // H
+    h = pid_bh % H
+    grp = h // (H // G)
+    b64 = b.to(tl.int64)
+    offs_p = pid_p * BP + tl.arange(0, BP)
+    offs_n = tl.arange(0, BN)
+    mask_p = offs_p < P
+    mask_n = offs_n < N
+    raw = tl.load(dt_ptr + b64 * H + h).to(tl.float32)
+    if HAS_DT:
+        if HAS_DTB:
+            raw += tl.load(dtb_ptr + h).to(tl.float32)
+        if DT_SOFTPLUS:
+            dtv = _softplus(raw)
+        else:
+            dtv = raw
+        la = dtv * tl.load(A_ptr + h).to(tl.float32)
+    else:
+        dtv = 1.0
+        la = raw
+    la = tl.maximum(la, -CLAMP_C)
+    decay = tl.exp(la)
+    xo = b64 * H * P + h * P + offs_p
+    x = tl.load(x_ptr + xo, mask=mask_p, other=0.0).to(tl.float32)
+    Bv = tl.load(B_ptr + (b64 * G + grp) * N + offs_n, mask=mask_n, other=0.0).to(tl.float32)
+    Cv = tl.load(C_ptr + (b64 * G + grp) * N + offs_n, mask=mask_n, other=0.0).to(tl.float32)
+    st_off = ((b64 * H + h) * P + offs_p[:, None]) * N + offs_n[None, :]
+    st_mask = mask_p[:, None] & mask_n[None, :]
+    S = tl.load(state_ptr + st_off, mask=st_mask, other=0.0).to(tl.float32)
+    S = S * decay + (x * dtv)[:, None] * Bv[None, :]
+    tl.store(state_ptr + st_off, S.to(state_ptr.dtype.element_ty), mask=st_mask)
+    y = tl.sum(S * Cv[None, :], axis=1)
+    if HAS_D:
+        if D_PER_P:
+            y += x * tl.load(D_ptr + h * P + offs_p, mask=mask_p, other=0.0).to(tl.float32)
+        else:
+            y += x * tl.load(D_ptr + h).to(tl.float32)
+    if HAS_Z:
+        zz = tl.load(z_ptr + xo, mask=mask_p, other=0.0).to(tl.float32)
+        y = y * zz * tl.sigmoid(zz)
+    tl.store(y_ptr + xo, y.to(y_ptr.dtype.element_ty), mask=mask_p)

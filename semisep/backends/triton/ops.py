@@ -1,0 +1,399 @@
+"""Launchers, argument checks, and the torch.library ops (with autograd) of the Triton SSD.
+
+Public entry points: :func:`ssd` (chunked SSD, differentiable, torch.compile-able) and
+:func:`ssd_decode_step` (one token, state updated in place).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from typing import Optional
+
+import torch
+import triton
+
+from . import kernels as K
+
+__all__ = ["ssd", "ssd_decode_step", "supports_reason", "pick_config"]
+
+_FLOAT = (torch.float32, torch.bfloat16, torch.float16)
+
+
+# ---------------------------------------------------------------------------
+# configuration
+# ---------------------------------------------------------------------------
+
+def _interpret() -> bool:
+    return os.environ.get("TRITON_INTERPRET", "0") == "1"
+
+
+def pick_config(p: int, n: int, chunk_size: Optional[int], dtype, kind: str = "fwd") -> dict:
+    """Block sizes and launch options for one call (``kind``: fwd, bwd1, bwd2)."""
+    BN = max(16, triton.next_power_of_2(n))
+    BP = max(16, min(64, triton.next_power_of_2(p)))
+    Q = chunk_size if chunk_size is not None else 64
+    num_warps = 4 if BN * BP <= 64 * 64 else 8
+    cfg = dict(Q=Q, BP=BP, BN=BN, num_warps=num_warps, num_stages=2)
+    over = os.environ.get(f"SEMISEP_TRITON_{kind.upper()}")
+    if over:  # e.g. "BP=32,num_warps=4" (tuning experiments)
+        for item in over.split(","):
+            k, v = item.split("=")
+            cfg[k.strip()] = int(v)
+    return cfg
+
+
+def _prec(dtype) -> str:
+    if dtype == torch.float32:
+        return os.environ.get("SEMISEP_TRITON_FP32_PRECISION", "ieee")
+    return "tf32"
+
+
+def _launch_opts(cfg):
+    if _interpret():
+        return {}
+    return dict(num_warps=cfg["num_warps"], num_stages=cfg["num_stages"])
+
+
+def _device_ctx(t: torch.Tensor):
+    if t.is_cuda:
+        return torch.cuda.device(t.device)
+    return contextlib.nullcontext()
+
+
+# ---------------------------------------------------------------------------
+# checks
+# ---------------------------------------------------------------------------
+
+def _shape_err(name, got, want):
+    return ValueError(f"{name} must have shape {want}, got {tuple(got)}")
+
+
+def supports_reason(x, B, C, *, chunk_size=None) -> Optional[str]:
+    """None when the kernels run these inputs, else why not."""
+    if not (isinstance(x, torch.Tensor) and isinstance(B, torch.Tensor)
+            and isinstance(C, torch.Tensor)):
+        return "the Triton kernels take torch tensors"
+    if not x.is_cuda and not _interpret():
+        return f"the Triton kernels need CUDA tensors, got device {x.device}"
+    if x.dtype not in _FLOAT:
+        return f"x dtype {x.dtype} is not one of float32, bfloat16, float16"
+    if x.dim() != 4 or B.dim() != 4:
+        return "the Triton kernels take the ssd layout x (b, T, h, p), B (b, T, g, n)"
+    p, n = x.shape[-1], B.shape[-1]
+    if p > 256 or n > 256:
+        return f"head dim p={p} and state size n={n} must be at most 256"
+    if chunk_size is not None and (chunk_size < 16 or chunk_size & (chunk_size - 1)):
+        return f"chunk_size must be a power of two >= 16 for the Triton kernels, got {chunk_size}"
+    return None
+
+
+def _check(x, la_or_dt, B, C, A, D, z, dt_bias, h0, seq_idx, has_dt):
+    if x.dim() != 4:
+        raise _shape_err("x", x.shape, "(batch, T, heads, headdim)")
+    b, T, h, p = x.shape
+    if B.dim() != 4 or B.shape[:2] != (b, T):
+        raise _shape_err("B", B.shape, f"({b}, {T}, groups, N)")
+    g, n = B.shape[2], B.shape[3]
+    if C.shape != B.shape:
+        raise _shape_err("C", C.shape, tuple(B.shape))
+    if h % g:
+        raise ValueError(f"groups g={g} (B.shape[2]) must divide heads h={h} (x.shape[2])")
+    name = "dt" if has_dt else "log_a"
+    if la_or_dt.shape != (b, T, h):
+        raise _shape_err(name, la_or_dt.shape, (b, T, h))
+    if has_dt and (A is None or A.shape != (h,)):
+        raise _shape_err("A", None if A is None else A.shape, (h,))
+    if D is not None and D.shape not in ((h,), (h, p)):
+        raise _shape_err("D", D.shape, f"({h},) or ({h}, {p})")
+    if z is not None and z.shape != x.shape:
+        raise _shape_err("z", z.shape, tuple(x.shape))
+    if dt_bias is not None and dt_bias.shape != (h,):
+        raise _shape_err("dt_bias", dt_bias.shape, (h,))
+    if h0 is not None and h0.shape != (b, h, p, n):
+        raise _shape_err("initial_state", h0.shape, (b, h, p, n))
+    if seq_idx is not None and seq_idx.shape != (b, T):
+        raise _shape_err("seq_idx", seq_idx.shape, (b, T))
+    for nm, t in (("B", B), ("C", C)):
+        if t.dtype not in _FLOAT:
+            raise TypeError(f"{nm} must be float32, bfloat16 or float16, got {t.dtype}")
+    if x.dtype not in _FLOAT:
+        raise TypeError(f"x must be float32, bfloat16 or float16, got {x.dtype}")
+    devs = {t.device for t in (x, la_or_dt, B, C, A, D, z, dt_bias, h0, seq_idx)
+            if t is not None}
+    if len(devs) > 1:
+        raise ValueError(f"all inputs must be on one device, got {sorted(map(str, devs))}")
+
+
+def _c(t):
+    return None if t is None else t.contiguous()
+
+
+def _dummy(x):
+    return x.new_empty(1)
+
+
+# ---------------------------------------------------------------------------
+# raw launchers
+# ---------------------------------------------------------------------------
+
+def _fwd(x, dtla, A, B, C, D, z, dt_bias, h0, seq_idx, has_dt, dt_softplus, chunk_size):
+    b, T, h, p = x.shape
+    g, n = B.shape[2], B.shape[3]
+    # B, C share x's dtype inside the dots
+    B = B.to(x.dtype)
+    C = C.to(x.dtype)
+    cfg = pick_config(p, n, chunk_size, x.dtype, "fwd")
+    y = torch.empty_like(x)
+    hT = torch.empty(b, h, p, n, device=x.device, dtype=torch.float32)
+    d = _dummy(x)
+    grid = (triton.cdiv(p, cfg["BP"]), b * h)
+    if T == 0:
+        hT.copy_(h0 if h0 is not None else torch.zeros_like(hT))
+        return y, hT
+    with _device_ctx(x):
+        K.ssd_fwd_kernel[grid](
+            x, dtla, A if A is not None else d, dt_bias if dt_bias is not None else d, B, C,
+            D if D is not None else d, z if z is not None else d, h0 if h0 is not None else d,
+            seq_idx if seq_idx is not None else d, y, hT,
+            T, h, g, p, n,
+            HAS_DT=has_dt, DT_SOFTPLUS=dt_softplus, HAS_DTB=dt_bias is not None,
+            HAS_D=D is not None, D_PER_P=D is not None and D.dim() == 2, HAS_Z=z is not None,
+            HAS_H0=h0 is not None, HAS_SEQ=seq_idx is not None, STORE_HT=True,
+            Q=cfg["Q"], BP=cfg["BP"], BN=cfg["BN"], PREC=_prec(x.dtype), CLAMP_C=K.CLAMP,
+            **_launch_opts(cfg))
+    return y, hT
+
+
+def _effective_la(dtla, A, dt_bias, seq_idx, has_dt, dt_softplus):
+    """(dt_eff or None, raw pre-softplus or None, la) in fp32, as the kernels see them."""
+    raw = dtla.float()
+    if has_dt:
+        if dt_bias is not None:
+            raw = raw + dt_bias.float()
+        dte = torch.nn.functional.softplus(raw) if dt_softplus else raw
+        la = dte * A.float()
+    else:
+        dte = None
+        la = raw
+    if seq_idx is not None:
+        ch = torch.zeros_like(seq_idx, dtype=torch.bool)
+        ch[:, 1:] = seq_idx[:, 1:] != seq_idx[:, :-1]
+        la = la.masked_fill(ch[..., None], float("-inf"))
+    return dte, raw, la
+
+
+def _bwd(dy, dhT, x, dtla, A, B, C, D, z, dt_bias, h0, seq_idx, has_dt, dt_softplus,
+         chunk_size, need_dh0):
+    b, T, h, p = x.shape
+    g, n = B.shape[2], B.shape[3]
+    Bx = B.to(x.dtype)
+    Cx = C.to(x.dtype)
+    dy = dy.contiguous()
+    cfg = pick_config(p, n, chunk_size, x.dtype, "bwd")
+    BP = cfg["BP"]
+    npb = triton.cdiv(p, BP)
+    f32 = dict(device=x.device, dtype=torch.float32)
+    dC_part = torch.empty(npb, b, T, h, n, **f32)
+    dB_part = torch.empty(npb, b, T, h, n, **f32)
+    r1 = torch.empty(npb, b * h, T, **f32)
+    r2 = torch.empty(npb, b * h, T, **f32)
+    qd = torch.empty(npb, b * h, T, **f32)
+    fin = torch.zeros(npb, b * h, **f32)
+    dz = torch.empty_like(z) if z is not None else None
+    dD_part = torch.empty(b, h, p, **f32) if D is not None else None
+    dx = torch.empty_like(x)
+    dh0 = torch.empty(b, h, p, n, **f32) if need_dh0 else None
+    d = _dummy(x)
+    o = lambda t: t if t is not None else d  # noqa: E731
+    grid = (npb, b * h)
+    flags = dict(HAS_DT=has_dt, DT_SOFTPLUS=dt_softplus, HAS_DTB=dt_bias is not None,
+                 HAS_D=D is not None, D_PER_P=D is not None and D.dim() == 2,
+                 HAS_Z=z is not None, HAS_SEQ=seq_idx is not None, HAS_DHT=dhT is not None,
+                 Q=cfg["Q"], BP=BP, BN=cfg["BN"], PREC=_prec(x.dtype), CLAMP_C=K.CLAMP)
+    if T > 0:
+        with _device_ctx(x):
+            K.ssd_bwd_fwdsweep_kernel[grid](
+                x, dtla, o(A), o(dt_bias), Bx, Cx, o(D), o(z), o(h0), o(seq_idx), dy, o(dhT),
+                dC_part, r1, o(dz), o(dD_part), fin,
+                T, h, g, p, n, npb, HAS_H0=h0 is not None, **flags, **_launch_opts(cfg))
+            K.ssd_bwd_revsweep_kernel[grid](
+                x, dtla, o(A), o(dt_bias), Bx, Cx, o(D), o(z), o(seq_idx), dy, o(dhT),
+                dx, dB_part, r2, qd, o(dh0),
+                T, h, g, p, n, npb, STORE_DH0=need_dh0, **flags, **_launch_opts(cfg))
+    else:
+        if need_dh0:
+            dh0.copy_(dhT if dhT is not None else torch.zeros_like(dh0))
+        r1.zero_(); r2.zero_(); qd.zero_()
+        if dD_part is not None:
+            dD_part.zero_()
+    # log-decay gradient: suffix sums of r1 - r2 plus <dS_T, S_T>
+    dl = (r1.sum(0) - r2.sum(0)).view(b, h, T)
+    dla = torch.flip(torch.cumsum(torch.flip(dl, [-1]), -1), [-1]) + fin.sum(0).view(b, h, 1)
+    dte, raw, la = _effective_la(dtla, A, dt_bias, seq_idx, has_dt, dt_softplus)
+    dla = dla.transpose(1, 2)                                      # b T h
+    dla = dla.masked_fill(la < -K.CLAMP, 0.0)
+    dA = ddtb = None
+    if has_dt:
+        ddte = qd.sum(0).view(b, h, T).transpose(1, 2) + dla * A.float()
+        dA = (dla * dte).sum((0, 1)).to(A.dtype)
+        if dt_softplus:
+            ddte = ddte * torch.sigmoid(raw)
+        if dt_bias is not None:
+            ddtb = ddte.sum((0, 1)).to(dt_bias.dtype)
+        ddtla = ddte.to(dtla.dtype)
+    else:
+        ddtla = dla.to(dtla.dtype)
+    dB = dB_part.view(npb, b, T, g, h // g, n).sum((0, 4)).to(B.dtype)
+    dC = dC_part.view(npb, b, T, g, h // g, n).sum((0, 4)).to(C.dtype)
+    dD = None
+    if D is not None:
+        dD = dD_part.sum(0)
+        dD = (dD if D.dim() == 2 else dD.sum(-1)).to(D.dtype)
+    if dh0 is not None and h0 is not None:
+        dh0 = dh0.to(h0.dtype)
+    return dx, ddtla, dA, dB, dC, dD, dz, ddtb, dh0
+
+
+# ---------------------------------------------------------------------------
+# torch.library ops
+# ---------------------------------------------------------------------------
+
+@torch.library.custom_op("semisep::ssd_chunked_fwd", mutates_args=())
+def _op_fwd(x: torch.Tensor, dtla: torch.Tensor, A: Optional[torch.Tensor], B: torch.Tensor,
+            C: torch.Tensor, D: Optional[torch.Tensor], z: Optional[torch.Tensor],
+            dt_bias: Optional[torch.Tensor], h0: Optional[torch.Tensor],
+            seq_idx: Optional[torch.Tensor], has_dt: bool, dt_softplus: bool,
+            chunk_size: int) -> tuple[torch.Tensor, torch.Tensor]:
+    return _fwd(x, dtla, A, B, C, D, z, dt_bias, h0, seq_idx, has_dt, dt_softplus, chunk_size)
+
+
+@_op_fwd.register_fake
+def _(x, dtla, A, B, C, D, z, dt_bias, h0, seq_idx, has_dt, dt_softplus, chunk_size):
+    b, T, h, p = x.shape
+    n = B.shape[-1]
+    return torch.empty_like(x), x.new_empty(b, h, p, n, dtype=torch.float32)
+
+
+def _empty_like_or_none(t, ref):
+    return t if t is not None else ref.new_empty(0)
+
+
+@torch.library.custom_op("semisep::ssd_chunked_bwd", mutates_args=())
+def _op_bwd(dy: torch.Tensor, dhT: Optional[torch.Tensor], x: torch.Tensor, dtla: torch.Tensor,
+            A: Optional[torch.Tensor], B: torch.Tensor, C: torch.Tensor,
+            D: Optional[torch.Tensor], z: Optional[torch.Tensor],
+            dt_bias: Optional[torch.Tensor], h0: Optional[torch.Tensor],
+            seq_idx: Optional[torch.Tensor], has_dt: bool, dt_softplus: bool,
+            chunk_size: int) -> list[torch.Tensor]:
+    outs = _bwd(dy, dhT, x, dtla, A, B, C, D, z, dt_bias, h0, seq_idx, has_dt, dt_softplus,
+                chunk_size, need_dh0=h0 is not None)
+    return [_empty_like_or_none(t, x) for t in outs]
+
+
+@_op_bwd.register_fake
+def _(dy, dhT, x, dtla, A, B, C, D, z, dt_bias, h0, seq_idx, has_dt, dt_softplus, chunk_size):
+    e = x.new_empty(0)
+    return [torch.empty_like(x), torch.empty_like(dtla),
+            torch.empty_like(A) if has_dt else e, torch.empty_like(B), torch.empty_like(C),
+            torch.empty_like(D) if D is not None else e,
+            torch.empty_like(z) if z is not None else e,
+            torch.empty_like(dt_bias) if (has_dt and dt_bias is not None) else e,
+            torch.empty_like(h0) if h0 is not None else e]
+
+
+def _setup(ctx, inputs, output):
+    (x, dtla, A, B, C, D, z, dt_bias, h0, seq_idx, has_dt, dt_softplus, chunk_size) = inputs
+    ctx.save_for_backward(x, dtla, A, B, C, D, z, dt_bias, h0, seq_idx)
+    ctx.flags = (has_dt, dt_softplus, chunk_size)
+
+
+def _backward(ctx, dy, dhT):
+    x, dtla, A, B, C, D, z, dt_bias, h0, seq_idx = ctx.saved_tensors
+    has_dt, dt_softplus, chunk_size = ctx.flags
+    if dy is None:
+        dy = torch.zeros_like(x)
+    outs = _op_bwd(dy, dhT, x, dtla, A, B, C, D, z, dt_bias, h0, seq_idx, has_dt,
+                   dt_softplus, chunk_size)
+    dx, ddtla, dA, dB, dC, dD, dz, ddtb, dh0 = outs
+    nz = lambda g, ref: g if ref is not None else None  # noqa: E731
+    return (dx, ddtla, dA if has_dt else None, dB, dC, nz(dD, D), nz(dz, z),
+            ddtb if (has_dt and dt_bias is not None) else None, nz(dh0, h0), None, None, None,
+            None)
+
+
+torch.library.register_autograd("semisep::ssd_chunked_fwd", _backward, setup_context=_setup)
+
+
+# ---------------------------------------------------------------------------
+# public functions
+# ---------------------------------------------------------------------------
+
+def ssd(x, log_a=None, B=None, C=None, *, dt=None, A=None, D=None, z=None, dt_bias=None,
+        dt_softplus=False, initial_state=None, seq_idx=None, chunk_size=64,
+        return_final_state=False, final_state_dtype=None):
+    """Chunked SSD on the Triton kernels (the ``ssd`` layout; see DESIGN.md and issue 5).
+
+    Either ``log_a`` ``(b, T, h)`` or ``dt`` ``(b, T, h)`` with ``A`` ``(h,)`` (then the
+    kernels use ``log_a = dt * A`` and the input ``dt * x``). Returns ``y`` (x's dtype),
+    or ``(y, final_state)`` with ``return_final_state`` (fp32 unless ``final_state_dtype``).
+    """
+    if B is None or C is None:
+        raise TypeError("ssd() needs B and C")
+    has_dt = dt is not None
+    if has_dt == (log_a is not None):
+        raise ValueError("pass exactly one of log_a and dt (with A)")
+    if has_dt and A is None:
+        raise ValueError("dt needs A, shape (heads,)")
+    if not has_dt and (A is not None or dt_bias is not None or dt_softplus):
+        raise ValueError("A, dt_bias and dt_softplus go with dt, not with log_a")
+    dtla = dt if has_dt else log_a
+    _check(x, dtla, B, C, A, D, z, dt_bias, initial_state, seq_idx, has_dt)
+    reason = supports_reason(x, B, C, chunk_size=chunk_size)
+    if reason is not None:
+        raise ValueError(f"backend 'triton' cannot run this ssd: {reason}")
+    if seq_idx is not None:
+        seq_idx = seq_idx.to(torch.int32)
+    y, hT = _op_fwd(x.contiguous(), dtla.contiguous(), _c(A), B.contiguous(), C.contiguous(),
+                    _c(D), _c(z), _c(dt_bias), _c(initial_state), _c(seq_idx), has_dt,
+                    bool(dt_softplus), int(chunk_size))
+    if not return_final_state:
+        return y
+    if final_state_dtype is not None:
+        hT = hT.to(final_state_dtype)
+    return y, hT
+
+
+def ssd_decode_step(state, x, B, C, *, log_a=None, dt=None, A=None, D=None, z=None,
+                    dt_bias=None, dt_softplus=False):
+    """One token: ``state`` ``(b, h, p, n)`` is updated in place; returns ``y`` ``(b, h, p)``.
+
+    ``x`` ``(b, h, p)``, ``B``/``C`` ``(b, g, n)``, ``log_a`` or ``dt`` ``(b, h)``. The state
+    may be fp32 (recommended) or the input dtype; arithmetic is fp32.
+    """
+    has_dt = dt is not None
+    if has_dt == (log_a is not None):
+        raise ValueError("pass exactly one of log_a and dt (with A)")
+    b, h, p = x.shape
+    g, n = B.shape[-2], B.shape[-1]
+    if state.shape != (b, h, p, n):
+        raise _shape_err("state", state.shape, (b, h, p, n))
+    if B.shape != (b, g, n) or C.shape != B.shape:
+        raise _shape_err("B/C", B.shape, f"({b}, groups, {n})")
+    if not state.is_contiguous():
+        raise ValueError("state must be contiguous (it is updated in place)")
+    dtla = (dt if has_dt else log_a).contiguous()
+    y = torch.empty_like(x)
+    BP = max(16, min(64, triton.next_power_of_2(p)))
+    BN = max(16, triton.next_power_of_2(n))
+    d = _dummy(x)
+    with _device_ctx(x):
+        K.ssd_decode_kernel[(triton.cdiv(p, BP), b * h)](
+            state, x.contiguous(), dtla, A if A is not None else d,
+            dt_bias if dt_bias is not None else d, B.contiguous(), C.contiguous(),
+            _c(D) if D is not None else d, _c(z) if z is not None else d, y,
+            h, g, p, n,
+            HAS_DT=has_dt, DT_SOFTPLUS=bool(dt_softplus), HAS_DTB=dt_bias is not None,
+            HAS_D=D is not None, D_PER_P=D is not None and D.dim() == 2, HAS_Z=z is not None,
+            BP=BP, BN=BN, CLAMP_C=K.CLAMP)
+    return y
