@@ -1,0 +1,74 @@
+"""Decoding caches: the state a layer carries from one token to the next.
+
+A cache is a small mutable record. ``layer.allocate_cache(batch, dtype)``
+makes a fresh one (a sequence not started), ``layer.forward(x, ...,
+return_cache=True)`` returns the one after a prompt, and ``layer.step(x_t,
+cache)`` reads it and replaces its tensors with the next ones (the tensors
+themselves are never written in place, so earlier references stay valid and
+autograd sees ordinary operations).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from .._checks import shape_str
+
+
+@dataclass
+class Mamba2Cache:
+    """The state of a :class:`semisep.nn.Mamba2` layer between tokens.
+
+    Attributes
+    ----------
+    conv_state : tensor, shape ``(batch, d_conv - 1, conv_dim)``
+        The last ``d_conv - 1`` inputs of the convolution (x, B, C before it), oldest first.
+    ssm_state : tensor, shape ``(batch, nheads, headdim, d_state)``
+        The SSM state ``h_t`` in the layout of :func:`semisep.ssd`, in at least float32.
+    """
+
+    conv_state: torch.Tensor
+    ssm_state: torch.Tensor
+
+    @property
+    def batch_size(self) -> int:
+        return self.ssm_state.shape[0]
+
+
+@dataclass
+class AttentionCache:
+    """The state of a :class:`semisep.nn.MaskedAttention` layer with a recurrent mask.
+
+    Attributes
+    ----------
+    state : tensor, shape ``(batch, n_heads, d_key, d_value')``
+        ``sum_i L[t, i] k_i v_i^T`` (the SSS state of the dual SSM, in the
+        ``(..., N, P)`` layout of :meth:`semisep.SSS.matmul`), in at least
+        float32; ``d_value' = d_value + 1`` with the normalization column.
+    """
+
+    state: torch.Tensor
+
+    @property
+    def batch_size(self) -> int:
+        return self.state.shape[0]
+
+
+def check_cache(cache, kind: type, expected: dict, owner: str):
+    """Check ``cache`` is a ``kind`` whose tensors have the ``expected`` shapes.
+
+    ``expected`` maps attribute names to shapes; the first dimension is the batch.
+    """
+    if not isinstance(cache, kind):
+        raise TypeError(f"cache must be a {kind.__name__} (from {owner}.allocate_cache), "
+                        f"got {type(cache).__name__}")
+    for name, shape in expected.items():
+        got = tuple(getattr(cache, name).shape)
+        if got[:1] != tuple(shape[:1]):
+            raise ValueError(f"cache was allocated for batch {got[0]}, got an input of batch "
+                             f"{shape[0]}")
+        if got != tuple(shape):
+            raise ValueError(f"cache.{name} must have shape {shape_str(shape)} for this "
+                             f"{owner}, got shape {shape_str(got)}")
