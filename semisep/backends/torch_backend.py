@@ -34,7 +34,7 @@ class TorchBackend(Backend):
         device = like.device if like is not None and isinstance(like, torch.Tensor) else None
         if isinstance(x, torch.Tensor):
             return x if device is None or x.device == device else x.to(device)
-        return torch.as_tensor(np.asarray(x), device=device)
+        return torch.as_tensor(np.ascontiguousarray(x), device=device)
 
     def result_dtype(self, *arrays):
         dtypes = [a.dtype for a in arrays if a is not None]

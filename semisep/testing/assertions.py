@@ -20,14 +20,21 @@ def default_rtol(dtype) -> float:
 
 
 def relative_error(actual, expected) -> float:
-    """``max |actual - expected| / max |expected|`` (normwise, in float64)."""
+    """``max |actual - expected| / max |expected|`` (normwise, in float64).
+
+    Infinite entries must match exactly and are left out of both maxima.
+    """
     a, e = to_numpy64(actual), to_numpy64(expected)
     if a.shape != e.shape:
         raise AssertionError(f"shapes differ: got {a.shape}, expected {e.shape}")
     if np.isnan(a).any() != np.isnan(e).any():
         raise AssertionError("NaN in one array and not the other")
-    scale = np.max(np.abs(e)) if e.size else 0.0
-    diff = np.max(np.abs(a - e)) if a.size else 0.0
+    if not np.array_equal(np.isinf(a) & (a == e), np.isinf(e)):
+        raise AssertionError("infinite entries differ")
+    same = (a == e) | (np.isnan(a) & np.isnan(e))      # equal infinities count as exact
+    with np.errstate(invalid="ignore"):
+        diff = np.max(np.abs(np.where(same, 0.0, a - e)), initial=0.0)
+    scale = np.max(np.abs(np.where(np.isfinite(e), e, 0.0)), initial=0.0)
     return float(diff / scale) if scale > 0 else float(diff)
 
 
