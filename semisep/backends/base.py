@@ -170,6 +170,31 @@ class Backend:
         """A float64-safe numpy copy of ``x`` (for reporting and tests)."""
         raise NotImplementedError
 
+    # -- powers and discrete Fourier transforms (numpy's conventions) -----------
+    def power(self, x: Array, y: Array) -> Array:
+        """``x ** y`` elementwise; a negative ``x`` with an integral ``y`` is allowed."""
+        raise NotImplementedError
+
+    def complex_dtype(self, dtype):
+        """The complex dtype of the precision of the real ``dtype`` (float32 -> complex64)."""
+        raise NotImplementedError
+
+    def fft(self, x: Array, n: int, axis: int) -> Array:
+        """``X_k = sum_t x_t exp(-2 pi i k t / n)`` along ``axis`` (zero-padded or cut to n)."""
+        raise NotImplementedError
+
+    def ifft(self, x: Array, n: int, axis: int) -> Array:
+        """The inverse of :meth:`fft`: ``x_t = (1/n) sum_k X_k exp(+2 pi i k t / n)``."""
+        raise NotImplementedError
+
+    def rfft(self, x: Array, n: int, axis: int) -> Array:
+        """:meth:`fft` of a real ``x``, the ``n // 2 + 1`` non-negative frequencies."""
+        raise NotImplementedError
+
+    def irfft(self, x: Array, n: int, axis: int) -> Array:
+        """The real inverse of :meth:`rfft`, of length ``n`` along ``axis``."""
+        raise NotImplementedError
+
     def pad(self, x: Array, axis: int, after: int, value: float = 0.0) -> Array:
         """Append ``after`` entries equal to ``value`` along ``axis``."""
         if after == 0:

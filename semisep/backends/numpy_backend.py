@@ -101,3 +101,20 @@ class NumpyBackend(Backend):
 
     def to_numpy(self, x):
         return np.array(x)
+
+    power = staticmethod(np.power)
+
+    def complex_dtype(self, dtype):
+        return np.result_type(dtype, np.complex64)
+
+    def fft(self, x, n, axis):
+        return np.fft.fft(x, n=n, axis=axis)
+
+    def ifft(self, x, n, axis):
+        return np.fft.ifft(x, n=n, axis=axis)
+
+    def rfft(self, x, n, axis):
+        return np.fft.rfft(x, n=n, axis=axis)
+
+    def irfft(self, x, n, axis):
+        return np.fft.irfft(x, n=n, axis=axis)

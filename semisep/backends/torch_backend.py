@@ -128,3 +128,21 @@ class TorchBackend(Backend):
 
     def to_numpy(self, x):
         return x.detach().cpu().to(torch.float64 if x.is_floating_point() else x.dtype).numpy()
+
+    def power(self, x, y):
+        return torch.pow(x, y)
+
+    def complex_dtype(self, dtype):
+        return torch.promote_types(dtype, torch.complex64)
+
+    def fft(self, x, n, axis):
+        return torch.fft.fft(x, n=n, dim=axis)
+
+    def ifft(self, x, n, axis):
+        return torch.fft.ifft(x, n=n, dim=axis)
+
+    def rfft(self, x, n, axis):
+        return torch.fft.rfft(x, n=n, dim=axis)
+
+    def irfft(self, x, n, axis):
+        return torch.fft.irfft(x, n=n, dim=axis)
