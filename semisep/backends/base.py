@@ -195,6 +195,15 @@ class Backend:
         """The real inverse of :meth:`rfft`, of length ``n`` along ``axis``."""
         raise NotImplementedError
 
+    # -- dense linear algebra over the last two axes (batched) ------------------
+    def qr(self, x: Array):
+        """The reduced QR of ``x`` ``(..., m, n)``: ``Q`` ``(..., m, k)``, ``R`` ``(..., k, n)``, k = min(m, n)."""
+        raise NotImplementedError
+
+    def svd(self, x: Array):
+        """The reduced SVD of ``x`` ``(..., m, n)``: ``U``, ``S`` (descending), ``Vh`` with k = min(m, n)."""
+        raise NotImplementedError
+
     def pad(self, x: Array, axis: int, after: int, value: float = 0.0) -> Array:
         """Append ``after`` entries equal to ``value`` along ``axis``."""
         if after == 0:

@@ -118,3 +118,9 @@ class NumpyBackend(Backend):
 
     def irfft(self, x, n, axis):
         return np.fft.irfft(x, n=n, axis=axis)
+
+    def qr(self, x):
+        return np.linalg.qr(x, mode="reduced")
+
+    def svd(self, x):
+        return np.linalg.svd(x, full_matrices=False)

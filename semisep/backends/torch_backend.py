@@ -146,3 +146,9 @@ class TorchBackend(Backend):
 
     def irfft(self, x, n, axis):
         return torch.fft.irfft(x, n=n, dim=axis)
+
+    def qr(self, x):
+        return torch.linalg.qr(x, mode="reduced")
+
+    def svd(self, x):
+        return torch.linalg.svd(x, full_matrices=False)
