@@ -1,0 +1,18 @@
+"""The README's main job runs and its checks pass."""
+
+import subprocess
+import sys
+
+from semisep import demo
+
+
+def test_demo_quick_checks_pass(capsys, tmp_path):
+    assert demo.main(["--quick", "--plot", str(tmp_path / "demo.png")]) == 0
+    out = capsys.readouterr().out
+    assert "all agree: True" in out
+    assert (tmp_path / "demo.png").stat().st_size > 1000
+
+
+def test_module_entry_point_usage():
+    result = subprocess.run([sys.executable, "-m", "semisep"], capture_output=True, text=True)
+    assert result.returncode == 2 and "usage: python -m semisep" in result.stderr

@@ -1,0 +1,96 @@
+"""Bad input gets named errors; inputs are never modified; backend choice is explicit."""
+
+import numpy as np
+import pytest
+import torch
+
+import semisep as ss
+from semisep.backends import Backend, register
+
+rng = np.random.default_rng(0)
+T, N, P = 6, 3, 2
+A, B, C, x = rng.uniform(size=T), rng.normal(size=(T, N)), rng.normal(size=(T, N)), rng.normal(size=(T, P))
+
+
+@pytest.mark.parametrize("call,match", [
+    (lambda: ss.SSS(A, B[:, :2], C), r"C must have shape \(\.\.\., 6, 2\) like B"),
+    (lambda: ss.SSS(A, B[0], C[0]), r"B must have shape \(\.\.\., T, N\), got shape \(3,\)"),
+    (lambda: ss.SSS(A[:4], B, C), r"A must have shape .*T=6, N=3.*got shape \(4,\)"),
+    (lambda: ss.SSS(A, B, C, structure="banded"), r"structure must be one of"),
+    (lambda: ss.SSS.from_log(rng.normal(size=(T, N, N)), B, C), r"from_log takes scalar or diagonal"),
+    (lambda: ss.SSS(rng.uniform(size=(4, T)), rng.normal(size=(3, T, N)), C), r"do not broadcast"),
+    (lambda: ss.SSS(A, B, C) @ x[:4], r"x must have shape \(6,\) or \(\.\.\., 6, P\).*got shape \(4, 2\)"),
+    (lambda: ss.SSS(A, B, C).matmul(x, algorithm="fast"), r"algorithm must be one of"),
+    (lambda: ss.SSS(A, B, C).matmul(x, chunk_size=0), r"chunk_size must be an int >= 1, got 0"),
+    (lambda: ss.SSS(A, B, C).matmul(x, initial_state=np.zeros((N, P + 1))),
+     r"initial_state must have shape \(\.\.\., 3, 2\), got shape \(3, 3\)"),
+    (lambda: ss.SSS(rng.uniform(size=(T, N, N)), B, C).matmul(x, algorithm="chunked"),
+     r"algorithm='chunked' needs scalar or diagonal A"),
+    (lambda: ss.SSS(A, B, C).matmul(x, backend="jax"), r"backend must be one of"),
+    (lambda: ss.segsum(np.float64(1.0)), r"x must have shape \(\.\.\., T\)"),
+    (lambda: ss.ssd(x, A, B, C), r"x must have shape \(batch, T, heads, headdim\)"),
+    (lambda: ss.ssd(np.zeros((1, T, 3, 2)), np.zeros((1, T, 3)), np.zeros((1, T, 2, N)),
+                    np.zeros((1, T, 2, N))), r"groups of B and C \(2\) must divide the heads of x \(3\)"),
+    (lambda: ss.ssd(np.zeros((1, T, 2, 2)), np.zeros((1, T, 2)), np.zeros((1, T, 1, N)),
+                    np.zeros((1, T, 1, N)), dt=np.zeros((1, T, 2)), A=np.zeros(2)),
+     r"pass either log_a or \(dt, A\)"),
+])
+def test_value_errors_name_the_argument(call, match):
+    with pytest.raises(ValueError, match=match):
+        call()
+
+
+@pytest.mark.parametrize("call,match", [
+    (lambda: ss.SSS(A, B.astype(complex), C), r"B must be real"),
+    (lambda: ss.SSS(A, B, C).matmul(x, chunk_size=2.0), r"chunk_size must be an int"),
+    (lambda: ss.SSS(A, B, C).matmul(x, backend=3), r"backend must be a str"),
+    (lambda: ss.SSS(A, B, C).matmul(torch.as_tensor(x), backend="numpy"), r"backend 'numpy' got a torch tensor"),
+    (lambda: ss.SSS(A, B, C) @ None, r"x must be an array, got None"),
+])
+def test_type_errors_name_the_argument(call, match):
+    with pytest.raises(TypeError, match=match):
+        call()
+
+
+def test_inputs_are_never_modified():
+    arrays = [rng.uniform(-1, 0, size=(2, T)), rng.normal(size=(T, N)), rng.normal(size=(T, N)),
+              rng.normal(size=(2, T, P)), rng.normal(size=(2, N, P))]
+    copies = [a.copy() for a in arrays]
+    tensors = [torch.tensor(a) for a in arrays]
+    for algorithm in ("recurrent", "quadratic", "chunked"):
+        for args in (arrays, tensors):
+            M = ss.SSS.from_log(*args[:3])
+            M.matmul(args[3], algorithm=algorithm, chunk_size=4, initial_state=args[4])
+            M.to_dense(), M.T @ args[3]
+            ss.segsum(args[0]), ss.cumprodsum(args[0], args[0])
+    for a, c, t in zip(arrays, copies, tensors):
+        np.testing.assert_array_equal(a, c)
+        np.testing.assert_array_equal(t.numpy(), c)
+
+
+def test_backend_by_array_type_and_override():
+    M = ss.SSS(A, B, C)
+    assert isinstance(M @ x, np.ndarray)
+    assert isinstance(M @ torch.as_tensor(x), torch.Tensor)
+    assert isinstance(M.matmul(x, backend="torch"), torch.Tensor)
+    with ss.use_backend("torch"):
+        assert isinstance(M @ x, torch.Tensor)
+        assert isinstance(M.matmul(x, backend="numpy"), np.ndarray)
+    assert isinstance(M @ x, np.ndarray)
+    assert {"numpy", "torch"} <= set(ss.available_backends())
+
+
+def test_explicit_backend_that_cannot_run_the_case_is_an_error():
+    class ScalarOnly(Backend):
+        name = "scalar-only-test"
+
+        def supports(self, case):
+            return None if case.structure == "scalar" else "only scalar A"
+
+    register(ScalarOnly(), replace=True)
+    M = ss.SSS(rng.uniform(size=(T, N)), B, C)
+    with pytest.raises(ValueError, match="backend 'scalar-only-test' cannot run sss_matmul "
+                                         "with diagonal A.*only scalar A"):
+        M.matmul(x, backend="scalar-only-test")
+    with pytest.raises(ValueError, match="a backend named 'numpy' is already registered"):
+        register(ss.get_backend("numpy"))
