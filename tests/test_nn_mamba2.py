@@ -161,7 +161,7 @@ def test_decode_matches_forward(layer, T, data):
         assert_close(torch.stack(steps, 1), full[:, prompt:])
     _, final = layer(u, return_cache=True)
     assert_close(cache.ssm_state, final.ssm_state)
-    assert torch.equal(cache.conv_state, final.conv_state)
+    assert_close(cache.conv_state, final.conv_state)
 
 
 def test_chunked_prefill_continues_and_leaves_the_cache_alone():
@@ -178,8 +178,8 @@ def test_chunked_prefill_continues_and_leaves_the_cache_alone():
 
 def _packed_vs_alone(layer, lengths, use_cu_seqlens):
     T = sum(lengths)
-    u = torch.randn(1, T, layer.d_model, requires_grad=True)
-    w = torch.randn(1, T, layer.d_model)
+    u = torch.randn(1, T, layer.d_model, dtype=torch.float64, requires_grad=True)
+    w = torch.randn(1, T, layer.d_model, dtype=torch.float64)
     cu = torch.tensor([0, *np.cumsum(lengths)])
     if use_cu_seqlens:
         packed = layer(u, cu_seqlens=cu)
@@ -197,9 +197,10 @@ def _packed_vs_alone(layer, lengths, use_cu_seqlens):
 
 
 @settings(max_examples=10, deadline=None)
-@given(layer=layers(), lengths=st.lists(st.integers(1, 7), min_size=1, max_size=4),
-       use_cu_seqlens=st.booleans())
+@given(layer=layers(dtype=torch.float64),
+       lengths=st.lists(st.integers(1, 7), min_size=1, max_size=4), use_cu_seqlens=st.booleans())
 def test_packed_equals_alone_forward_and_backward(layer, lengths, use_cu_seqlens):
+    """In float64, so 'exactly the result of running each alone' is held to 1e-10."""
     _packed_vs_alone(layer, lengths, use_cu_seqlens)
 
 
@@ -228,7 +229,7 @@ def test_gated_rmsnorm_groups():
 
 
 @pytest.mark.parametrize("kwargs, match", [
-    ({"d_model": 6, "headdim": 4}, r"headdim must divide expand \* d_model = 2 \* 6 = 12, got headdim=4"),
+    ({"d_model": 6, "headdim": 5}, r"headdim must divide expand \* d_model = 2 \* 6 = 12, got headdim=5"),
     ({"d_model": 8, "headdim": 4, "ngroups": 3}, r"ngroups must divide the number of heads 4"),
     ({"d_model": 0}, r"d_model must be an int >= 1, got 0"),
     ({"d_model": 8, "headdim": 4, "chunk_size": 0}, r"chunk_size must be an int >= 1"),
@@ -264,4 +265,4 @@ def test_bad_inputs():
         layer.step(torch.randn(3, 8), {"ssm_state": None})
     with pytest.raises(ValueError, match=r"u_t must have shape \(batch, 8\), got shape \(3, 1, 8\)"):
         layer.step(torch.randn(3, 1, 8), cache)
-    assert math.isfinite(float(layer(u).sum()))
+    assert math.isfinite(float(layer(u).detach().sum()))

@@ -86,4 +86,4 @@ def segment_ids(seq_idx: torch.Tensor) -> torch.Tensor:
     equal (a label reused later, e.g. ``0, 0, 1, 0``, is a new sequence).
     """
     changes = (seq_idx[:, 1:] != seq_idx[:, :-1]).to(torch.long)
-    return torch.cat([torch.zeros_like(changes[:, :1]), changes.cumsum(dim=1)], dim=1)
+    return torch.cat([changes.new_zeros(changes.shape[0], 1), changes.cumsum(dim=1)], dim=1)
