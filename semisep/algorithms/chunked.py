@@ -27,17 +27,45 @@ T: no cumulative sums are subtracted.
 
 from __future__ import annotations
 
-from ..backends.base import Backend
-from .problem import SSSProblem
+from dataclasses import dataclass
+
+from ..backends.base import Array, Backend
+from .problem import Generators, SSSProblem
 
 
-def chunked(be: Backend, p: SSSProblem):
-    """Run ``p`` by chunks of ``p.chunk_size``; returns ``(y (..., T, P), h_{T-1} (..., N, P))``."""
-    g, x = p.gen, p.x
+@dataclass(frozen=True)
+class ChunkFactors:
+    """The chunked decomposition of an SSS matrix with scalar or diagonal A.
+
+    With ``K = 1`` for scalar A and ``K = N`` for diagonal A:
+
+    Attributes
+    ----------
+    seq_len : int
+        T (the chunks cover ``nc * Q >= T`` padded steps).
+    diag : array ``(..., nc, Q, Q)``
+        The diagonal blocks ``L_c o C B^T`` (step 1).
+    right : array ``(..., nc, Q, N)``
+        ``to_end[i] * B_i``: chunk states ``S_c = right_c^T x_c`` (step 2).
+    total : array ``(..., nc, K)``
+        The decay across each chunk: state passing ``H_c = total_c H_{c-1} + S_c`` (step 3).
+    left : array ``(..., nc, Q, N)``
+        ``from_start[j] * C_j``: ``Y_off = left_c H_{c-1}`` (step 4).
+    """
+
+    seq_len: int
+    diag: Array
+    right: Array
+    total: Array
+    left: Array
+
+
+def chunk_factors(be: Backend, g: Generators, chunk_size: int) -> ChunkFactors:
+    """The factors of ``g`` over chunks of ``min(chunk_size, T)`` steps (module docstring)."""
     if g.structure not in ("scalar", "diagonal"):
         raise ValueError(f"the chunked algorithm needs scalar or diagonal A, got {g.structure} A")
-    T, N, P = g.T, g.N, x.shape[-1]
-    Q = min(p.chunk_size, T)
+    T = g.T
+    Q = min(chunk_size, T)
     nc = -(-T // Q)
     pad = nc * Q - T
 
@@ -45,7 +73,7 @@ def chunked(be: Backend, p: SSSProblem):
         arr = be.pad(arr, axis=-2, after=pad)
         return arr.reshape(arr.shape[:-2] + (nc, Q, arr.shape[-1]))
 
-    Bc, Cc, xc = chunks(g.B), chunks(g.C), chunks(x)
+    Bc, Cc = chunks(g.B), chunks(g.C)
 
     def extend(d):  # (..., T) -> (..., nc, Q + 1), a leading identity per chunk
         d = be.pad(d, axis=-1, after=pad, value=g.decays.identity)
@@ -57,25 +85,43 @@ def chunked(be: Backend, p: SSSProblem):
     L, from_start, to_end, total = Lx[..., 1:, 1:], Lx[..., 1:, 0], Lx[..., -1, 1:], Lx[..., -1, 0]
 
     if g.structure == "scalar":
-        y = ((Cc @ Bc.swapaxes(-1, -2)) * L) @ xc
-        states = (Bc * to_end[..., None]).swapaxes(-1, -2) @ xc          # (..., nc, N, P)
-    else:
-        y = be.einsum("...cjn,...cin,...ncji->...cji", Cc, Bc, L) @ xc
-        states = be.einsum("...nci,...cin,...cip->...cnp", to_end, Bc, xc)
+        diag = (Cc @ Bc.swapaxes(-1, -2)) * L
+        return ChunkFactors(T, diag, Bc * to_end[..., None], total[..., None],
+                            Cc * from_start[..., None])
+    diag = be.einsum("...cjn,...cin,...ncji->...cji", Cc, Bc, L)
+    return ChunkFactors(T, diag, Bc * be.moveaxis(to_end, -3, -1), be.moveaxis(total, -2, -1),
+                        Cc * be.moveaxis(from_start, -3, -1))
 
-    h = p.initial_state
-    if h is None:
-        h = be.zeros(p.batch_shape(be) + (N, P), like=x)
+
+def apply_chunk_factors(be: Backend, f: ChunkFactors, x: Array, initial_state: Array | None):
+    """``y = M x`` from the factors; returns ``(y (..., T, P), h_{T-1} (..., N, P))``.
+
+    ``x`` is ``(..., T, P)``; ``initial_state`` ``(..., N, P)`` or None (zero).
+    """
+    nc, Q, N = f.diag.shape[-3], f.diag.shape[-1], f.right.shape[-1]
+    T, P = f.seq_len, x.shape[-1]
+    x = be.pad(x, axis=-2, after=nc * Q - T)
+    xc = x.reshape(x.shape[:-2] + (nc, Q, P))
+    y = f.diag @ xc
+    states = f.right.swapaxes(-1, -2) @ xc                                 # (..., nc, N, P)
+
+    shapes = [states.shape[:-3], f.total.shape[:-2]]
+    if initial_state is not None:
+        shapes.append(initial_state.shape[:-2])
+    batch = tuple(be.broadcast_shapes(*[tuple(s) for s in shapes]))
+    h = be.zeros(batch + (N, P), like=x) if initial_state is None else \
+        be.broadcast_to(initial_state, batch + (N, P))
     starts = []
     for c in range(nc):
         starts.append(h)
-        decay = total[..., c, None, None] if g.structure == "scalar" else total[..., :, c, None]
-        h = decay * h + states[..., c, :, :]
+        h = f.total[..., c, :, None] * h + states[..., c, :, :]
     H = be.stack(starts, axis=-3)                                          # (..., nc, N, P)
 
-    if g.structure == "scalar":
-        y = y + (Cc * from_start[..., None]) @ H
-    else:
-        y = y + be.einsum("...ncj,...cjn,...cnp->...cjp", from_start, Cc, H)
+    y = y + f.left @ H
     y = y.reshape(y.shape[:-3] + (nc * Q, P))
     return y[..., :T, :], h
+
+
+def chunked(be: Backend, p: SSSProblem):
+    """Run ``p`` by chunks of ``p.chunk_size``; returns ``(y (..., T, P), h_{T-1} (..., N, P))``."""
+    return apply_chunk_factors(be, chunk_factors(be, p.gen, p.chunk_size), p.x, p.initial_state)
