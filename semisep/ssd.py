@@ -104,18 +104,15 @@ def ssd(x, log_a=None, B=None, C=None, *, chunk_size: int | None = None, initial
                   dt_softplus=dt_softplus, algorithm=algorithm, **arrays)
 
 
-def ssd_via_sss(be, x, log_a, B, C, *, chunk_size, algorithm, return_final_state=False,
-                initial_state=None, dt=None, A=None, D=None, z=None, dt_bias=None,
-                dt_softplus=False, seq_idx=None):
-    """The generic SSD: Mamba-2's preprocessing, then the SSS algorithms per head.
+def scaled_inputs(be, x, log_a, dtype, *, dt=None, A=None, dt_bias=None, dt_softplus=False,
+                  seq_idx=None):
+    """The SSS input and log-decays that Mamba-2's arguments stand for, in ``dtype``.
 
-    Arguments are validated arrays of backend ``be`` (see :func:`ssd`).
+    Returns ``(xs (b, T, h, p), log_a (b, T, h))``: ``xs = dt * x`` and
+    ``log_a = dt * A`` (``dt = softplus(dt + dt_bias)`` as asked) when ``dt`` is
+    given, else ``x`` and ``log_a`` cast; ``log_a = -inf`` where ``seq_idx``
+    changes (a reset at the first step of each packed sequence but the first).
     """
-    b, T, h, p = x.shape
-    g, n = B.shape[2], B.shape[3]
-    r = h // g
-    out_dtype = x.dtype
-    dtype = be.compute_dtype(be.result_dtype(x, B, C))
     xs = be.cast(x, dtype)
     if dt is not None:
         dt = be.cast(dt, dtype)
@@ -128,8 +125,25 @@ def ssd_via_sss(be, x, log_a, B, C, *, chunk_size, algorithm, return_final_state
     log_a = be.cast(log_a, dtype)
     if seq_idx is not None:
         starts = seq_idx[:, 1:] != seq_idx[:, :-1]
-        reset = be.concat([be.zeros((b, 1), like=starts), starts], axis=1)
+        reset = be.concat([be.zeros((x.shape[0], 1), like=starts), starts], axis=1)
         log_a = be.where(reset[..., None], be.full((), float("-inf"), like=log_a), log_a)
+    return xs, log_a
+
+
+def ssd_via_sss(be, x, log_a, B, C, *, chunk_size, algorithm, return_final_state=False,
+                initial_state=None, dt=None, A=None, D=None, z=None, dt_bias=None,
+                dt_softplus=False, seq_idx=None):
+    """The generic SSD: Mamba-2's preprocessing, then the SSS algorithms per head.
+
+    Arguments are validated arrays of backend ``be`` (see :func:`ssd`).
+    """
+    b, T, h, p = x.shape
+    g, n = B.shape[2], B.shape[3]
+    r = h // g
+    out_dtype = x.dtype
+    dtype = be.compute_dtype(be.result_dtype(x, B, C))
+    xs, log_a = scaled_inputs(be, x, log_a, dtype, dt=dt, A=A, dt_bias=dt_bias,
+                              dt_softplus=dt_softplus, seq_idx=seq_idx)
 
     def heads(arr):  # (b, T, h, k) -> (b, g, r, T, k)
         return be.moveaxis(arr.reshape(b, T, g, r, arr.shape[-1]), 1, 3)
