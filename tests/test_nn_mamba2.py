@@ -116,6 +116,9 @@ def test_initialization():
     assert A.min() >= 1 and A.max() <= 16
     assert torch.equal(layer.D.detach(), torch.ones(layer.nheads))
     assert layer.A_log.dtype == torch.float32
+    half = Mamba2(8, d_state=4, headdim=4, dtype=torch.bfloat16)
+    assert half.A_log.dtype == half.dt_bias.dtype == torch.float32
+    assert half.in_proj.weight.dtype == torch.bfloat16
     shapes = {k: tuple(v.shape) for k, v in layer.named_parameters()}
     assert shapes["in_proj.weight"] == (2 * 128 + 2 * 16 + 32, 64)
     assert shapes["conv1d.weight"] == (128 + 2 * 16, 1, 4)

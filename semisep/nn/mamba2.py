@@ -19,17 +19,17 @@ Parameter names follow the reference implementation (``in_proj``, ``conv1d``,
 
 from __future__ import annotations
 
-import math
-
 import torch
 import torch.nn.functional as F
 from torch import nn
 
 from .._checks import check_positive_int, shape_str
 from ..ssd import ssd
+from ._dtypes import at_least_fp32, fp32_or_wider
 from .cache import Mamba2Cache, check_cache
 from .conv import causal_conv1d
-from .norm import GatedRMSNorm, at_least_fp32
+from .init import a_log_init, dt_bias_init
+from .norm import GatedRMSNorm
 from .packing import resolve_packing, segment_ids
 
 
@@ -64,7 +64,9 @@ class Mamba2(nn.Module):
     norm_eps : float
         ``eps`` of the gated RMSNorm.
     device, dtype : optional
-        Of the parameters. ``A`` is computed in at least float32 whatever the dtype.
+        Of the parameters, except ``A_log`` and ``dt_bias``, created in at least
+        float32 (``module.to(dtype)`` converts them like any parameter); ``A``,
+        ``dt`` and the SSD product are computed in at least float32 whatever the dtype.
 
     Notes
     -----
@@ -102,24 +104,16 @@ class Mamba2(nn.Module):
         if self.nheads % ngroups:
             raise ValueError(f"ngroups must divide the number of heads {self.nheads} "
                              f"(= expand * d_model / headdim), got ngroups={ngroups}")
-        if not 0 < dt_min <= dt_max:
-            raise ValueError(f"dt_min and dt_max must satisfy 0 < dt_min <= dt_max, "
-                             f"got {dt_min}, {dt_max}")
-        if not 0 < A_init_range[0] <= A_init_range[1]:
-            raise ValueError(f"A_init_range must be (low, high) with 0 < low <= high, "
-                             f"got {tuple(A_init_range)}")
         factory = {"device": device, "dtype": dtype}
         self.conv_dim = self.d_inner + 2 * ngroups * d_state
         self.in_proj = nn.Linear(d_model, self.d_inner + self.conv_dim + self.nheads, bias=bias,
                                  **factory)
         self.conv1d = nn.Conv1d(self.conv_dim, self.conv_dim, d_conv, groups=self.conv_dim,
                                 bias=conv_bias, **factory)
-        dt = torch.exp(torch.rand(self.nheads, device=device)
-                       * (math.log(dt_max) - math.log(dt_min)) + math.log(dt_min))
-        dt = dt.clamp(min=dt_init_floor)
-        self.dt_bias = nn.Parameter((dt + torch.log(-torch.expm1(-dt))).to(dtype))
-        A = torch.empty(self.nheads, device=device).uniform_(*A_init_range)
-        self.A_log = nn.Parameter(torch.log(A).to(dtype))
+        decay_factory = {"device": device, "dtype": fp32_or_wider(dtype)}
+        self.dt_bias = nn.Parameter(dt_bias_init(self.nheads, dt_min, dt_max, dt_init_floor,
+                                                 **decay_factory))
+        self.A_log = nn.Parameter(a_log_init(self.nheads, *A_init_range, **decay_factory))
         self.D = nn.Parameter(torch.ones(self.nheads, **factory))
         for p in (self.dt_bias, self.A_log, self.D):
             p._no_weight_decay = True
@@ -136,11 +130,10 @@ class Mamba2(nn.Module):
         batch = check_positive_int("batch", batch)
         dtype = self.in_proj.weight.dtype if dtype is None else dtype
         device = self.in_proj.weight.device
-        state_dtype = torch.float64 if dtype == torch.float64 else torch.float32
         return Mamba2Cache(
             torch.zeros(batch, self.d_conv - 1, self.conv_dim, device=device, dtype=dtype),
             torch.zeros(batch, self.nheads, self.headdim, self.d_state, device=device,
-                        dtype=state_dtype))
+                        dtype=fp32_or_wider(dtype)))
 
     def forward(self, u: torch.Tensor, *, seq_idx=None, cu_seqlens=None,
                 cache: Mamba2Cache | None = None, return_cache: bool = False):

@@ -6,11 +6,7 @@ import torch
 from torch import nn
 
 from .._checks import check_positive_int
-
-
-def at_least_fp32(t: torch.Tensor) -> torch.Tensor:
-    """``t`` in float32 when it is half precision, else unchanged (float64 stays float64)."""
-    return t.float() if t.dtype in (torch.float16, torch.bfloat16) else t
+from ._dtypes import at_least_fp32
 
 
 class GatedRMSNorm(nn.Module):
