@@ -12,9 +12,12 @@ a backend is chosen.
 """
 
 from ._version import __version__
+from . import masks
 from .backends import available_backends, get_backend, use_backend
+from .masked import masked
 from .matrix import Dense, Reversed, StructuredMatrix
 from .oness import OneSS, cumprodsum, segsum
+from .sma import sma
 from .ssd import ssd
 from .sss import SSS
 
@@ -28,7 +31,10 @@ __all__ = [
     "available_backends",
     "cumprodsum",
     "get_backend",
+    "masked",
+    "masks",
     "segsum",
+    "sma",
     "ssd",
     "use_backend",
 ]
