@@ -50,6 +50,30 @@ def ssd(x, log_a=None, B=None, C=None, *, chunk_size: int | None = None, initial
     y : array, shape ``(b, T, h, p)``, dtype of x
     final_state : array, shape ``(b, h, p, n)``, only with ``return_final_state``
     """
+    named = check_ssd_args(x, log_a, B, C, initial_state=initial_state, dt=dt, A=A, D=D, z=z,
+                           dt_bias=dt_bias, seq_idx=seq_idx)
+    T = named["x"].shape[1]
+    chunk_size = DEFAULT_CHUNK_SIZE if chunk_size is None else check_positive_int(
+        "chunk_size", chunk_size)
+    algorithm = resolve_algorithm(algorithm, "scalar", T, chunk_size)
+    features = frozenset(k for k in ("dt", "dt_bias", "D", "z", "seq_idx", "initial_state")
+                         if k in named) | ({"dt_softplus"} if dt_softplus else set())
+    be = select_backend(list(named.values()), Case("ssd", "scalar", algorithm, True, features),
+                        backend)
+    like = next((v for v in named.values() if be.owns(v)), None)
+    arrays = {k: be.asarray(v, like=like) for k, v in named.items()}
+    return be.ssd(arrays.pop("x"), arrays.pop("log_a", None), arrays.pop("B"), arrays.pop("C"),
+                  chunk_size=chunk_size, return_final_state=return_final_state,
+                  dt_softplus=dt_softplus, algorithm=algorithm, **arrays)
+
+
+def check_ssd_args(x, log_a=None, B=None, C=None, *, initial_state=None, dt=None, A=None,
+                   D=None, z=None, dt_bias=None, seq_idx=None) -> dict:
+    """Validate :func:`ssd`'s arrays; returns those given, by name (``x``, ``B``, ``C``, ...).
+
+    Raises the ValueError/TypeError that names the argument, the shape it got and
+    the shape it wanted. The arrays are returned as given (not converted).
+    """
     x = as_array("x", x)
     if x.ndim != 4:
         raise ValueError(f"x must have shape (batch, T, heads, headdim), got shape {shape_str(x.shape)}")
@@ -90,18 +114,7 @@ def ssd(x, log_a=None, B=None, C=None, *, chunk_size: int | None = None, initial
     if initial_state is not None:
         named["initial_state"] = initial_state = as_array("initial_state", initial_state)
         check_trailing("initial_state", initial_state, (b, h, p, n), f"({b}, {h}, {p}, {n})")
-    chunk_size = DEFAULT_CHUNK_SIZE if chunk_size is None else check_positive_int(
-        "chunk_size", chunk_size)
-    algorithm = resolve_algorithm(algorithm, "scalar", T, chunk_size)
-    features = frozenset(k for k in ("dt", "dt_bias", "D", "z", "seq_idx", "initial_state")
-                         if k in named) | ({"dt_softplus"} if dt_softplus else set())
-    be = select_backend(list(named.values()), Case("ssd", "scalar", algorithm, True, features),
-                        backend)
-    like = next((v for v in named.values() if be.owns(v)), None)
-    arrays = {k: be.asarray(v, like=like) for k, v in named.items()}
-    return be.ssd(arrays.pop("x"), arrays.pop("log_a", None), arrays.pop("B"), arrays.pop("C"),
-                  chunk_size=chunk_size, return_final_state=return_final_state,
-                  dt_softplus=dt_softplus, algorithm=algorithm, **arrays)
+    return named
 
 
 def scaled_inputs(be, x, log_a, dtype, *, dt=None, A=None, dt_bias=None, dt_softplus=False,
