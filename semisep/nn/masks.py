@@ -1,0 +1,193 @@
+"""Mask modules: what :class:`semisep.nn.MaskedAttention` asks for its mask.
+
+A mask module is any callable (typically an ``nn.Module``, so its parameters
+train with the layer) that maps the layer's input ``x`` of shape ``(batch, T,
+d_model)`` to a structured matrix of shape broadcasting with ``(batch,
+n_heads, T, T)``: a mask of :mod:`semisep.masks`, a :class:`~semisep.OneSS`,
+an :class:`~semisep.SSS` or a user's own object with the matrix protocol.
+
+A mask module is *recurrent* when it also has ``log_decays(x)``, returning
+log-decays ``(batch, n_heads or 1, T)`` whose 1-SS matrix
+``OneSS.from_log(log_decays(x))`` is its mask. Then the layer can decode token
+by token (the dual SSM ``SSS.from_log(log_a, K, Q)`` carries the state) and
+pack sequences (a ``-inf`` log-decay at each start).
+
+================  ==========================  =============  ==================
+module            mask                        parameters     recurrent
+================  ==========================  =============  ==================
+CausalMask        ``masks.Causal(T)``         none           yes (``a = 1``)
+DecayMask         ``masks.Decay(gamma, T)``   ``gamma`` (h,) yes (``a = gamma``)
+SelectiveMask     ``OneSS.from_log(log_a)``   projection     yes (``a_t`` from ``x_t``)
+ToeplitzMask      ``masks.Toeplitz(alpha)``   ``alpha``      no
+================  ==========================  =============  ==================
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from .. import masks
+from .._checks import check_positive_int
+from ..oness import OneSS
+from ._dtypes import at_least_fp32, fp32_or_wider
+from .init import a_log_init, dt_bias_init
+
+
+class CausalMask(nn.Module):
+    """The causal mask (lower-triangular ones): plain causal linear attention."""
+
+    def forward(self, x: torch.Tensor) -> masks.Causal:
+        return masks.Causal(x.shape[1], dtype=x.dtype)
+
+    def log_decays(self, x: torch.Tensor) -> torch.Tensor:
+        """Zeros ``(batch, 1, T)``: ``a_t = 1``."""
+        return x.new_zeros(x.shape[0], 1, x.shape[1], dtype=fp32_or_wider(x.dtype))
+
+
+class DecayMask(nn.Module):
+    """RetNet's decay mask ``gamma_h^(i - j)``, one fixed ``gamma`` per head.
+
+    Parameters
+    ----------
+    n_heads : int
+    gamma : array, shape ``(n_heads,)``, optional
+        In ``(0, 1]``; RetNet's multi-scale ``1 - 2^(-5 - h)`` by default.
+    learnable : bool
+        Train ``gamma`` (kept as ``log(gamma)``, so it stays in ``(0, 1]`` only
+        if the optimizer keeps ``log_gamma <= 0``) instead of fixing it.
+    """
+
+    def __init__(self, n_heads: int, gamma=None, *, learnable: bool = False, device=None):
+        super().__init__()
+        n_heads = check_positive_int("n_heads", n_heads)
+        if gamma is None:
+            gamma = 1 - 2.0 ** (-5 - torch.arange(n_heads, dtype=torch.float64))
+        gamma = torch.as_tensor(gamma, dtype=torch.float32, device=device)
+        if tuple(gamma.shape) != (n_heads,) or not bool(((gamma > 0) & (gamma <= 1)).all()):
+            raise ValueError(f"gamma must have shape ({n_heads},) with values in (0, 1], "
+                             f"got shape {tuple(gamma.shape)} with values {gamma.tolist()}")
+        log_gamma = torch.log(gamma)
+        if learnable:
+            self.log_gamma = nn.Parameter(log_gamma)
+        else:
+            self.register_buffer("log_gamma", log_gamma)
+
+    def forward(self, x: torch.Tensor) -> masks.Decay:
+        return masks.Decay(torch.exp(self.log_gamma.to(fp32_or_wider(x.dtype))), x.shape[1])
+
+    def log_decays(self, x: torch.Tensor) -> torch.Tensor:
+        """``log gamma`` for every token, ``(batch, n_heads, T)``."""
+        log_gamma = self.log_gamma.to(fp32_or_wider(x.dtype))
+        return log_gamma[:, None].expand(x.shape[0], -1, x.shape[1])
+
+
+class SelectiveMask(nn.Module):
+    """An input-dependent 1-SS mask: a decay per token and head, projected from ``x``.
+
+    ``log a_t = -exp(A_log) * softplus(x_t W + dt_bias)`` (Mamba-2's
+    parametrization of the decay, with a scalar rate per head), so ``a_t`` is in
+    ``(0, 1]`` and a head can hold or forget its state depending on the token.
+
+    Parameters
+    ----------
+    d_model, n_heads : int
+    dt_min, dt_max : float
+        Range of the initial ``softplus(dt_bias)`` (log-uniform).
+    A_init_range : (float, float)
+        Range of the initial rates ``exp(A_log)``.
+    """
+
+    def __init__(self, d_model: int, n_heads: int, *, dt_min: float = 1e-3,
+                 dt_max: float = 1e-1, A_init_range: tuple = (1.0, 16.0), device=None,
+                 dtype=None):
+        super().__init__()
+        n_heads = check_positive_int("n_heads", n_heads)
+        self.proj = nn.Linear(check_positive_int("d_model", d_model), n_heads, bias=False,
+                              device=device, dtype=dtype)
+        factory = {"device": device, "dtype": fp32_or_wider(dtype)}
+        self.dt_bias = nn.Parameter(dt_bias_init(n_heads, dt_min, dt_max, **factory))
+        self.A_log = nn.Parameter(a_log_init(n_heads, *A_init_range, **factory))
+
+    def forward(self, x: torch.Tensor) -> OneSS:
+        return OneSS.from_log(self.log_decays(x))
+
+    def log_decays(self, x: torch.Tensor) -> torch.Tensor:
+        """``(batch, n_heads, T)`` log-decays, ``<= 0``, in at least float32."""
+        dt = F.softplus(at_least_fp32(self.proj(x)) + self.dt_bias)
+        return (-torch.exp(at_least_fp32(self.A_log)) * dt).transpose(1, 2)
+
+
+class ToeplitzMask(nn.Module):
+    """A learnable causal Toeplitz mask ``alpha_h[i - j]`` per head (not recurrent).
+
+    Parameters
+    ----------
+    n_heads : int
+    max_len : int
+        The longest sequence; ``alpha`` has shape ``(n_heads, max_len)``.
+    gamma : array, shape ``(n_heads,)``, optional
+        ``alpha`` starts as ``gamma_h ** lag`` (the decay mask); RetNet's
+        multi-scale gammas by default.
+    """
+
+    def __init__(self, n_heads: int, max_len: int, gamma=None, *, device=None, dtype=None):
+        super().__init__()
+        n_heads = check_positive_int("n_heads", n_heads)
+        self.max_len = check_positive_int("max_len", max_len)
+        if gamma is None:
+            gamma = 1 - 2.0 ** (-5 - torch.arange(n_heads, dtype=torch.float64))
+        lags = torch.arange(max_len, dtype=torch.float64)
+        alpha = torch.as_tensor(gamma, dtype=torch.float64)[:, None] ** lags
+        self.alpha = nn.Parameter(alpha.to(device=device, dtype=dtype or torch.float32))
+
+    def forward(self, x: torch.Tensor) -> masks.Toeplitz:
+        T = x.shape[1]
+        if T > self.max_len:
+            raise ValueError(f"x must have at most max_len={self.max_len} tokens for this "
+                             f"ToeplitzMask, got T={T}")
+        return masks.Toeplitz(self.alpha[:, :T])
+
+
+def make_mask(mask, d_model: int, n_heads: int, max_len: int | None, device=None, dtype=None):
+    """The mask module a :class:`MaskedAttention` argument ``mask`` names.
+
+    ``"causal"``, ``"decay"``, ``"selective"``, ``"toeplitz"`` (needs ``max_len``),
+    a fixed structured matrix (used as is, for inputs of its length), or any
+    callable mask module (used as is).
+    """
+    if isinstance(mask, str):
+        if mask == "causal":
+            return CausalMask()
+        if mask == "decay":
+            return DecayMask(n_heads, device=device)
+        if mask == "selective":
+            return SelectiveMask(d_model, n_heads, device=device, dtype=dtype)
+        if mask == "toeplitz":
+            if max_len is None:
+                raise ValueError("mask='toeplitz' needs max_len (the longest sequence)")
+            return ToeplitzMask(n_heads, max_len, device=device, dtype=dtype)
+        raise ValueError(f"mask must be one of 'causal', 'decay', 'selective', 'toeplitz', "
+                         f"a structured matrix or a callable, got {mask!r}")
+    if hasattr(mask, "to_dense") and hasattr(mask, "shape"):
+        return FixedMask(mask)
+    if callable(mask):
+        return mask
+    raise TypeError(f"mask must be a str, a structured matrix or a callable x -> matrix, "
+                    f"got {type(mask).__name__}")
+
+
+class FixedMask(nn.Module):
+    """A given structured matrix of shape ``(..., T, T)``, used for inputs of length T."""
+
+    def __init__(self, matrix):
+        super().__init__()
+        self.matrix = matrix
+
+    def forward(self, x: torch.Tensor):
+        T = self.matrix.shape[-1]
+        if x.shape[1] != T:
+            raise ValueError(f"x must have T={T} tokens for this fixed mask of shape "
+                             f"{tuple(self.matrix.shape)}, got T={x.shape[1]}")
+        return self.matrix
