@@ -20,6 +20,7 @@ from .oness import OneSS, cumprodsum, segsum
 from .sma import sma
 from .ssd import ssd
 from .sss import SSS
+from .algebra import is_semiseparable, semiseparable_rank
 
 __all__ = [
     "__version__",
@@ -31,9 +32,11 @@ __all__ = [
     "available_backends",
     "cumprodsum",
     "get_backend",
+    "is_semiseparable",
     "masked",
     "masks",
     "segsum",
+    "semiseparable_rank",
     "sma",
     "ssd",
     "use_backend",

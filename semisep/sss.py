@@ -258,3 +258,92 @@ class SSS(StructuredMatrix):
         B_new, C_new = be.flip(self._C, -2), be.flip(self._B, -2)
         make = SSS.from_log if self._log else SSS
         return Reversed(make(A_new, B_new, C_new, structure=self.structure))
+
+    # -- the algebra (semisep.algebra holds the bodies) ---------------------------
+    def __add__(self, other):
+        from .algebra import add
+        return add(self, other)
+
+    def __radd__(self, other):
+        from .algebra.generators import as_sss
+        other = as_sss(other)
+        return NotImplemented if other is None else other.__add__(self)
+
+    def __sub__(self, other):
+        from .algebra import add
+        return add(self, other, sign=-1.0)
+
+    def __rsub__(self, other):
+        from .algebra.generators import as_sss
+        other = as_sss(other)
+        return NotImplemented if other is None else other.__sub__(self)
+
+    def __mul__(self, alpha):
+        """``M * alpha`` for a real scalar (see :func:`semisep.algebra.scale`)."""
+        if isinstance(alpha, StructuredMatrix):
+            return NotImplemented
+        from .algebra import scale
+        return scale(self, alpha)
+
+    __rmul__ = __mul__
+
+    def __neg__(self):
+        return self * -1.0
+
+    def __matmul__(self, other):
+        """``M @ x`` for an array (:meth:`matmul`); ``M1 @ M2`` for SSS-like matrices, an SSS."""
+        if isinstance(other, StructuredMatrix):
+            from .algebra import multiply
+            return multiply(self, other)
+        return self.matmul(other)
+
+    def __rmatmul__(self, other):
+        if isinstance(other, StructuredMatrix):
+            from .algebra.generators import as_sss
+            other = as_sss(other)
+            return NotImplemented if other is None else other.__matmul__(self)
+        return super().__rmatmul__(other)
+
+    def __getitem__(self, key) -> "SSS":
+        """The principal block ``M[i:j, i:j]`` as an SSS (see :func:`semisep.algebra.principal_block`)."""
+        from .algebra import principal_block
+        return principal_block(self, key)
+
+    def diagonal(self):
+        """The diagonal ``C_t^T B_t``, shape ``(..., T)``."""
+        from .algebra import diagonal
+        return diagonal(self)
+
+    def solve(self, y):
+        """``x`` with ``M x = y`` by forward substitution (see :func:`semisep.algebra.solve`)."""
+        from .algebra import solve
+        return solve(self, y)
+
+    def inverse(self) -> "SSS":
+        """``M^{-1}`` as an SSS of state size N + 1 (see :func:`semisep.algebra.inverse`)."""
+        from .algebra import inverse
+        return inverse(self)
+
+    def rank(self, *, rtol=None, atol=None):
+        """The semiseparable rank from the generators (see :func:`semisep.algebra.rank`)."""
+        from .algebra import rank
+        return rank(self, rtol=rtol, atol=atol)
+
+    def compress(self, *, rtol=None, atol=None) -> "SSS":
+        """An SSS form of minimal state size (see :func:`semisep.algebra.compress`)."""
+        from .algebra import compress
+        return compress(self, rtol=rtol, atol=atol)
+
+    def blocks(self, chunk_size: int | None = None):
+        """The chunked block decomposition (see :class:`semisep.algebra.SSSBlocks`)."""
+        from .algebra import SSSBlocks
+        return SSSBlocks(self, chunk_size)
+
+    @classmethod
+    def from_dense(cls, dense, *, rtol=None, atol=None) -> "SSS":
+        """An SSS form (full A) of minimal state size of a lower-triangular matrix.
+
+        See :func:`semisep.algebra.from_dense`.
+        """
+        from .algebra import from_dense
+        return from_dense(dense, rtol=rtol, atol=atol)
