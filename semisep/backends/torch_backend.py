@@ -34,7 +34,8 @@ class TorchBackend(Backend):
         device = like.device if like is not None and isinstance(like, torch.Tensor) else None
         if isinstance(x, torch.Tensor):
             return x if device is None or x.device == device else x.to(device)
-        return torch.as_tensor(np.ascontiguousarray(x), device=device)
+        x = np.asarray(x)
+        return torch.as_tensor(np.ascontiguousarray(x).reshape(x.shape), device=device)  # keeps 0-d
 
     def result_dtype(self, *arrays):
         dtypes = [a.dtype for a in arrays if a is not None]
@@ -139,7 +140,7 @@ class TorchBackend(Backend):
         return torch.fft.fft(x, n=n, dim=axis)
 
     def ifft(self, x, n, axis):
-        return torch.fft.ifft(x, n=n, dim=axis)
+        return torch.fft.ifft(x, n=n, dim=axis).resolve_conj()   # real x gives a conj view
 
     def rfft(self, x, n, axis):
         return torch.fft.rfft(x, n=n, dim=axis)
