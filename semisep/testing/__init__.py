@@ -18,3 +18,5 @@ except ImportError:  # hypothesis is a test extra
     pass
 else:
     __all__ += ["inputs", "log_decays", "one_ss", "shapes", "sss_matrices"]
+    from .algebra import redundant_form, sss_pairs  # noqa: E402 - needs hypothesis too
+    __all__ += ["redundant_form", "sss_pairs"]
