@@ -16,7 +16,8 @@ Then the four steps of the SSD algorithm:
 1. diagonal blocks: ``Y_diag = (L_c o C B^T) x`` (quadratic within the chunk);
 2. chunk states: ``S_c = sum_i to_end[i] B_i x_i^T``;
 3. state passing: ``H_c = total_c H_{c-1} + S_c``, ``H_{-1} = h_{-1}``, a
-   1-SS product of length ``nc`` over the chunks (run as a scan);
+   1-SS product of length ``nc`` over the chunks, itself run by this algorithm
+   (:func:`pass_states`);
 4. state to output: ``Y_off[j] = from_start[j] C_j^T H_{c-1}``.
 
 Cost: O(T Q (N + P) + T N P) work for scalar A (``N`` times the decay work for
@@ -30,6 +31,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..backends.base import Array, Backend
+from .decays import Decays
 from .problem import Generators, SSSProblem
 
 
@@ -109,17 +111,46 @@ def apply_chunk_factors(be: Backend, f: ChunkFactors, x: Array, initial_state: A
     if initial_state is not None:
         shapes.append(initial_state.shape[:-2])
     batch = tuple(be.broadcast_shapes(*[tuple(s) for s in shapes]))
-    h = be.zeros(batch + (N, P), like=x) if initial_state is None else \
+    h0 = be.zeros(batch + (N, P), like=x) if initial_state is None else \
         be.broadcast_to(initial_state, batch + (N, P))
-    starts = []
-    for c in range(nc):
-        starts.append(h)
-        h = f.total[..., c, :, None] * h + states[..., c, :, :]
-    H = be.stack(starts, axis=-3)                                          # (..., nc, N, P)
+    ends = pass_states(be, f.total, states, h0)                           # H_0 .. H_{nc-1}
+    starts = be.concat([h0[..., None, :, :], ends[..., :-1, :, :]], axis=-3)
 
-    y = y + f.left @ H
+    y = y + f.left @ starts
     y = y.reshape(y.shape[:-3] + (nc * Q, P))
-    return y[..., :T, :], h
+    return y[..., :T, :], ends[..., -1, :, :]
+
+
+#: Chunk length of the 1-SS product that passes states across chunks.
+STATE_PASSING_CHUNK = 16
+
+
+def pass_states(be: Backend, total: Array, states: Array, h0: Array) -> Array:
+    """Step 3: ``H_c = total_c H_{c-1} + S_c`` for every chunk, ``H_{-1} = h0``.
+
+    ``total`` is ``(..., nc, K)`` (``K = 1`` for scalar A, ``N`` for diagonal A),
+    ``states`` ``(..., nc, N, P)``, ``h0`` ``(..., N, P)``; returns ``H``
+    ``(..., nc, N, P)``. This is the 1-SS product of length ``nc`` over the
+    chunks, run by this same chunked algorithm (chunks of
+    :data:`STATE_PASSING_CHUNK`, recursing while ``nc`` exceeds it), with the
+    decays as exact products of values: no sequential loop in Python.
+    """
+    nc, K = total.shape[-2], total.shape[-1]
+    N, P = states.shape[-2], states.shape[-1]
+    if nc == 1:
+        return (total[..., :, None] * h0[..., None, :, :]) + states
+    width = N * P // K                     # state entries sharing one decay
+
+    def per_decay(arr):  # (..., m, N, P) -> (..., K, m, width)
+        arr = arr.reshape(arr.shape[:-2] + (K, width))
+        return be.moveaxis(arr, -2, -3)
+
+    ones = be.ones((nc, 1), like=states)
+    gen = Generators("scalar", Decays(be.moveaxis(total, -1, -2), log=False), None, ones, ones)
+    problem = SSSProblem(gen, per_decay(states), per_decay(h0[..., None, :, :]), "chunked",
+                         STATE_PASSING_CHUNK)
+    H, _ = chunked(be, problem)            # (..., K, nc, width)
+    return be.moveaxis(H, -3, -2).reshape(H.shape[:-3] + (nc, N, P))
 
 
 def chunked(be: Backend, p: SSSProblem):

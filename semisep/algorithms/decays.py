@@ -20,30 +20,37 @@ from dataclasses import dataclass
 from ..backends.base import Array, Backend
 
 
-def _strict_lower_columns(be: Backend, x: Array, fill: float) -> Array:
-    """``X[..., i, j] = x[..., i]`` where ``i > j``, else ``fill``; shape ``(..., T, T)``."""
+def _running(be: Backend, x: Array, fill: float, scan) -> Array:
+    """``R[..., j, i] = scan(x_{j+1}, ..., x_i)`` for ``i > j``, else ``fill``; shape ``(..., T, T)``.
+
+    Row ``j`` holds the running scan (sum or product) of ``x`` from ``j + 1``
+    on, computed along the contiguous last axis; its transpose is the lower
+    triangle the module docstring describes.
+    """
     T = x.shape[-1]
-    rows = be.broadcast_to(x[..., :, None], x.shape + (T,))
-    return be.where(be.tri(T, T, -1, like=x), rows, be.full((), fill, like=x))
+    rows = be.broadcast_to(x[..., None, :], x.shape[:-1] + (T, T))
+    strict_upper = ~be.tri(T, T, 0, like=x)
+    return scan(be.where(strict_upper, rows, be.full((), fill, like=x)), axis=-1)
 
 
 def segsum(be: Backend, x: Array) -> Array:
     """``S[..., i, j] = x_{j+1} + ... + x_i`` for ``i >= j`` (0 on the diagonal), ``-inf`` above.
 
-    Each entry is a direct running sum over its own segment (a cumulative sum
-    down each column of the strictly lower part), never a difference of
-    cumulative sums. ``-inf`` entries of ``x`` give ``-inf`` sums, never NaN.
+    Each entry is a direct running sum over its own segment, never a
+    difference of cumulative sums. ``-inf`` entries of ``x`` give ``-inf``
+    sums, never NaN. Returned as a transposed view of a contiguous array.
     """
     T = x.shape[-1]
-    sums = be.cumsum(_strict_lower_columns(be, x, 0.0), axis=-2)
-    return be.where(be.tri(T, T, 0, like=x), sums, be.full((), float("-inf"), like=x))
+    sums = _running(be, x, 0.0, be.cumsum)
+    upper = ~be.tri(T, T, -1, like=x)          # i >= j in the transposed (row) layout
+    return be.where(upper, sums, be.full((), float("-inf"), like=x)).swapaxes(-1, -2)
 
 
 def segprod(be: Backend, a: Array) -> Array:
     """``P[..., i, j] = a_{j+1} * ... * a_i`` for ``i >= j`` (1 on the diagonal), 0 above."""
     T = a.shape[-1]
-    prods = be.cumprod(_strict_lower_columns(be, a, 1.0), axis=-2)
-    return be.where(be.tri(T, T, 0, like=a), prods, be.full((), 0.0, like=a))
+    prods = _running(be, a, 1.0, be.cumprod)
+    return be.where(~be.tri(T, T, -1, like=a), prods, be.full((), 0.0, like=a)).swapaxes(-1, -2)
 
 
 @dataclass(frozen=True)
