@@ -20,3 +20,6 @@ else:
     __all__ += ["inputs", "log_decays", "one_ss", "shapes", "sss_matrices"]
     from .algebra import redundant_form, sss_pairs  # noqa: E402 - needs hypothesis too
     __all__ += ["redundant_form", "sss_pairs"]
+
+from .masks import MaskTestMixin, masks  # noqa: E402 - the strategy needs hypothesis, the mixin not
+__all__ += ["MaskTestMixin", "masks"]

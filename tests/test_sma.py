@@ -1,0 +1,231 @@
+"""sma and masked: linear == quadratic == the float64 dense definition, for every mask."""
+
+import numpy as np
+import pytest
+import torch
+from hypothesis import given, settings, strategies as st
+
+import semisep as ss
+from semisep.masks import Causal, Decay, Fourier, Toeplitz
+from semisep.sma import ComplexMaskError, resolve_sma_algorithm
+from semisep.testing import assert_close, assert_matches_dense, masks, shapes, to_numpy64
+from semisep.testing.masks import KINDS
+from test_masks import definition
+
+
+def operands(rng, batch, T, S, N, P, convert):
+    return tuple(convert(rng.normal(size=batch + shape)) for shape in ((T, N), (S, N), (S, P)))
+
+
+def sma_definition(Q, K, V, dense):
+    """``(L o Q K^T) V`` in float64, broadcasting the batch dimensions."""
+    Q, K, V = to_numpy64(Q), to_numpy64(K), to_numpy64(V)
+    return (dense * (Q @ K.swapaxes(-1, -2))) @ V
+
+
+@pytest.mark.parametrize("backend", ["numpy", "torch"])
+@settings(max_examples=30, deadline=None)
+@given(data=st.data())
+def test_linear_equals_quadratic_equals_definition(backend, data):
+    L = data.draw(masks(kinds=KINDS, backend=backend))
+    T, S = L.shape[-2:]
+    batch = data.draw(st.sampled_from([(), (2,) + tuple(L.shape[:-2])]))
+    N, P = data.draw(st.integers(1, 4)), data.draw(st.integers(1, 3))
+    convert = torch.tensor if backend == "torch" else np.asarray
+    Q, K, V = operands(np.random.default_rng(data.draw(st.integers(0, 99))), batch, T, S, N, P,
+                       convert)
+    expected = sma_definition(Q, K, V, definition(L))
+    complex_ = isinstance(L, Fourier)
+    for algorithm in ("linear", "quadratic", "auto"):
+        Y = ss.sma(Q, K, V, L, algorithm=algorithm, allow_complex=complex_)
+        assert type(Y) is type(Q)
+        assert_close(Y, expected, what=algorithm)
+    W = ss.masked(L, Q, K, allow_complex=complex_)
+    assert_close(W @ V, expected)
+    assert_close(W.to_dense(), definition(L) * (to_numpy64(Q) @ to_numpy64(K).swapaxes(-1, -2)))
+
+
+@pytest.mark.parametrize("dtype, rtol", [("float32", 1e-5), ("bfloat16", 1e-2)])
+@settings(max_examples=15, deadline=None)
+@given(data=st.data())
+def test_low_precision_within_tolerance(dtype, rtol, data):
+    L = data.draw(masks(kinds=("causal", "decay", "toeplitz", "oness"), backend="torch",
+                        dtype=dtype))
+    T, S = L.shape[-2:]
+    rng = np.random.default_rng(data.draw(st.integers(0, 99)))
+    Q, K, V = operands(rng, (), T, S, 4, 3, lambda a: torch.tensor(a).to(getattr(torch, dtype)))
+    expected = sma_definition(Q, K, V, definition(L))
+    for algorithm in ("linear", "quadratic"):
+        Y = ss.sma(Q, K, V, L, algorithm=algorithm)
+        assert Y.dtype == Q.dtype
+        assert_close(Y, expected, rtol=rtol, what=algorithm)
+
+
+def test_heads_and_groups_broadcast():
+    """Q, K, V of (batch, heads, T, .) with K shared by all heads and one decay per head."""
+    rng = np.random.default_rng(0)
+    Q, K, V = rng.normal(size=(2, 3, 30, 4)), rng.normal(size=(2, 1, 30, 4)), rng.normal(
+        size=(2, 3, 30, 5))
+    L = Decay(np.array([0.3, 0.8, 0.99]), 30)
+    expected = sma_definition(Q, K, V, definition(L))
+    for algorithm in ("linear", "quadratic"):
+        assert_close(ss.sma(Q, K, V, L, algorithm=algorithm), expected)
+
+
+# -- the automatic choice -------------------------------------------------------------------
+
+def test_auto_rule():
+    N = P = 64
+    assert resolve_sma_algorithm("auto", Causal(16), 16, 16, N, P) == "quadratic"
+    assert resolve_sma_algorithm("auto", Causal(4096), 4096, 4096, N, P) == "linear"
+    assert resolve_sma_algorithm("auto", Toeplitz(np.ones(4096)), 4096, 4096, N, P) == "linear"
+    dense = ss.Dense(np.broadcast_to(1.0, (4096, 4096)))
+    assert resolve_sma_algorithm("auto", dense, 4096, 4096, N, P) == "quadratic"
+    with pytest.raises(ValueError, match="algorithm must be one of"):
+        resolve_sma_algorithm("fast", dense, 4, 4, 1, 1)
+
+
+# -- a user's mask: only the protocol -----------------------------------------------------------
+
+class Banded:
+    """Ones on the diagonal and ``width - 1`` sub-diagonals: not a StructuredMatrix subclass."""
+
+    def __init__(self, T, width):
+        self.shape, self.dtype, self.width = (T, T), np.dtype(np.float64), width
+
+    def matmul(self, x):
+        sums = np.cumsum(x, axis=-2)
+        lagged = np.concatenate([np.zeros_like(sums[..., :self.width, :]),
+                                 sums[..., :-self.width, :]], axis=-2)
+        return sums - lagged
+
+    def matmul_flops(self, m):
+        return self.shape[0] * m
+
+    def to_dense(self):
+        return np.tri(self.shape[0]) - np.tri(self.shape[0], k=-self.width)
+
+    @property
+    def T(self):
+        raise NotImplementedError
+
+
+def test_users_mask_with_only_the_protocol():
+    rng = np.random.default_rng(0)
+    Q, K, V = operands(rng, (), 12, 12, 3, 2, np.asarray)
+    L = Banded(12, 3)
+    dense = np.array([[1.0 if 0 <= i - j < 3 else 0.0 for j in range(12)] for i in range(12)])
+    expected = sma_definition(Q, K, V, dense)
+    for algorithm in ("linear", "quadratic", "auto"):
+        assert_close(ss.sma(Q, K, V, L, algorithm=algorithm), expected)
+    assert_close(ss.masked(L, Q, K) @ V, expected)
+
+
+# -- masked as a structured matrix ------------------------------------------------------------------
+
+def test_masked_is_a_structured_matrix():
+    rng = np.random.default_rng(0)
+    Q, K, _ = operands(rng, (2,), 9, 6, 3, 1, np.asarray)
+    L = Toeplitz(rng.normal(size=9), rng.normal(size=6))
+    W = ss.masked(L, Q, K)
+    assert W.shape == (2, 9, 6) and W.dtype == np.float64
+    assert_matches_dense(W, definition(L) * (Q @ K.swapaxes(-1, -2)))
+    assert_close(W.matmul(np.ones(6), algorithm="quadratic"), W.to_dense() @ np.ones(6))
+
+
+# -- gradients (float64 gradcheck through both algorithms) -------------------------------------------
+
+def _leaf(a):
+    return torch.tensor(a, dtype=torch.float64, requires_grad=True)
+
+
+@pytest.mark.parametrize("algorithm", ["linear", "quadratic"])
+def test_gradients(algorithm):
+    rng = np.random.default_rng(0)
+    T, N, P = 6, 2, 2
+    Q, K, V = (_leaf(rng.normal(size=s)) for s in ((T, N), (T, N), (T, P)))
+    params = {
+        "toeplitz alpha": (lambda p: Toeplitz(p), _leaf(rng.normal(size=T))),
+        "decay gamma": (lambda p: Decay(p, T), _leaf([0.7])),
+        "1-SS a": (lambda p: ss.OneSS(p), _leaf(rng.uniform(-1, 1, T))),
+        "1-SS log_a": (lambda p: ss.OneSS.from_log(p), _leaf(-rng.uniform(0, 2, T))),
+    }
+    for name, (make, p) in params.items():
+        def fn(p, Q, K, V, make=make):
+            return ss.sma(Q, K, V, make(p), algorithm=algorithm)
+        assert torch.autograd.gradcheck(fn, (p, Q, K, V)), name
+    fourier = lambda Q, K, V: ss.sma(Q, K, V, Fourier(T), algorithm=algorithm,  # noqa: E731
+                                     allow_complex=True)
+    assert torch.autograd.gradcheck(fourier, (Q, K, V))
+
+
+def test_gradients_reach_a_long_decay_in_float32():
+    """Linear and quadratic gradients agree (float32, T beyond one scan block, per head)."""
+    rng = np.random.default_rng(0)
+    Q, K, V = (torch.tensor(rng.normal(size=s), dtype=torch.float32)
+               for s in ((2, 150, 4), (2, 150, 4), (2, 150, 3)))
+    grads = []
+    for algorithm in ("linear", "quadratic"):
+        gamma = torch.tensor([0.9, 0.99], requires_grad=True)
+        ss.sma(Q, K, V, Decay(gamma, 150), algorithm=algorithm).square().sum().backward()
+        grads.append(gamma.grad)
+    assert_close(grads[0], grads[1].double(), rtol=1e-5)
+
+
+# -- errors -----------------------------------------------------------------------------------
+
+def test_complex_mask_needs_opt_in():
+    Q = K = V = np.ones((4, 2))
+    with pytest.raises(ComplexMaskError, match="allow_complex=True"):
+        ss.sma(Q, K, V, Fourier(4))
+    with pytest.raises(ComplexMaskError, match="complex128"):
+        ss.masked(Fourier(4), Q, K)
+    assert np.iscomplexobj(ss.sma(Q, K, V, Fourier(4), allow_complex=True))
+
+
+@pytest.mark.parametrize("args, error, words", [
+    ((np.ones((5, 3)), np.ones((5, 2)), np.ones((5, 1)), Causal(5)), ValueError,
+     r"K must have shape \(..., S, 3\) \(N=3 from Q\), got shape \(5, 2\)"),
+    ((np.ones((5, 3)), np.ones((5, 3)), np.ones((5, 1)), Causal(4)), ValueError,
+     r"L must have shape \(..., 5, 5\) .* got shape \(4, 4\)"),
+    ((np.ones((5, 3)), np.ones((6, 3)), np.ones((5, 1)), Causal(5, 6)), ValueError,
+     r"V must have shape \(..., 6, P\) \(S=6 from K\), got shape \(5, 1\)"),
+    ((np.ones(5), np.ones((5, 3)), np.ones((5, 1)), Causal(5)), ValueError,
+     r"Q must have shape \(..., T, N\), got shape \(5,\)"),
+    ((np.ones((2, 5, 3)), np.ones((3, 5, 3)), np.ones((5, 1)), Causal(5)), ValueError,
+     "leading .* do not broadcast"),
+    ((np.ones((5, 3)), np.ones((5, 3)), np.ones((5, 1)), "causal"), TypeError,
+     "L must be a structured matrix"),
+    ((np.ones((5, 3)) * 1j, np.ones((5, 3)), np.ones((5, 1)), Causal(5)), TypeError,
+     "Q must be real"),
+])
+def test_bad_input_is_named(args, error, words):
+    with pytest.raises(error, match=words):
+        ss.sma(*args)
+
+
+def test_bad_algorithm_and_backend():
+    Q = K = V = np.ones((4, 2))
+    with pytest.raises(ValueError, match="algorithm must be one of"):
+        ss.sma(Q, K, V, Causal(4), algorithm="fft")
+    with pytest.raises(ValueError, match="backend must be one of"):
+        ss.sma(Q, K, V, Causal(4), backend="jax")
+    assert isinstance(ss.sma(Q, K, V, Decay(0.5, 4), backend="torch"), torch.Tensor)
+
+
+def test_inputs_never_modified():
+    rng = np.random.default_rng(0)
+    Q, K, V = operands(rng, (), 8, 8, 2, 2, np.asarray)
+    alpha = rng.normal(size=8)
+    before = [a.copy() for a in (Q, K, V, alpha)]
+    for algorithm in ("linear", "quadratic"):
+        ss.sma(Q, K, V, Toeplitz(alpha), algorithm=algorithm)
+    for a, b in zip((Q, K, V, alpha), before):
+        np.testing.assert_array_equal(a, b)
+
+
+@settings(max_examples=10, deadline=None)
+@given(batch=shapes(max_dims=2))
+def test_result_shape_broadcasts(batch):
+    Q, K, V = np.ones(batch + (3, 2)), np.ones((3, 2)), np.ones((1,) * len(batch) + (3, 4))
+    assert ss.sma(Q, K, V, Causal(3)).shape == batch + (3, 4)
