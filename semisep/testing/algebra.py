@@ -43,10 +43,11 @@ def redundant_form(M: SSS, N: int, *, seed: int = 0) -> SSS:
     """M (float64 numpy, full A) as an SSS of state size ``N >= M.state_size``.
 
     With ``n = M.state_size``, the state ``[h; g]`` evolves by
-    ``[[A, 0], [E, F]]`` from ``B' = [B; 0]``, so ``g`` (random ``E``, ``F``) is
-    driven by ``h`` but never read (``C' = [C; 0]``); then a random change of basis
-    ``S`` mixes all states: ``A'' = S A' S^{-1}``, ``B'' = S B'``, ``C'' = S^{-T} C'``.
-    The matrix is M exactly (in exact arithmetic) and its semiseparable rank M's.
+    ``[[A, 0], [E, F]]`` from ``B' = [B; 0]``, so ``g`` (random ``E``, and ``F`` of
+    norm 1/2) is driven by ``h`` but never read (``C' = [C; 0]``); then a random change of basis
+    ``S`` (orthogonal, so nothing is amplified) mixes all states:
+    ``A'' = S A' S^T``, ``B'' = S B'``, ``C'' = S C'``. The matrix is M to rounding
+    and its semiseparable rank M's.
     """
     n = M.state_size
     if N < n:
@@ -60,12 +61,14 @@ def redundant_form(M: SSS, N: int, *, seed: int = 0) -> SSS:
         A = A[..., None] * np.eye(n)
     A = np.broadcast_to(A, batch + (T, n, n))
     top = np.concatenate([A, np.zeros(batch + (T, n, N - n))], axis=-1)
-    bottom = rng.normal(size=batch + (T, N - n, N)) / np.sqrt(N)
+    E = rng.normal(size=batch + (T, N - n, n)) / np.sqrt(N)
+    F = rng.normal(size=batch + (T, N - n, N - n))
+    F = F / (2 * np.linalg.norm(F, ord=2, axis=(-2, -1), keepdims=True) + 1e-300)
+    bottom = np.concatenate([E, F], axis=-1)       # g contracts: no growth to leak
     A = np.concatenate([top, bottom], axis=-2)
     B = np.concatenate([np.broadcast_to(to_numpy64(M.B), batch + (T, n)),
                         np.zeros(batch + (T, N - n))], axis=-1)
     C = np.concatenate([np.broadcast_to(to_numpy64(M.C), batch + (T, n)),
                         np.zeros(batch + (T, N - n))], axis=-1)
-    S = np.eye(N) + rng.normal(size=(N, N)) / (2 * np.sqrt(N))
-    S_inv = np.linalg.inv(S)
-    return SSS(S @ A @ S_inv, B @ S.T, C @ S_inv, structure="full")
+    S = np.linalg.qr(rng.normal(size=(N, N)))[0]       # orthogonal: S^{-1} = S^T
+    return SSS(S @ A @ S.T, B @ S.T, C @ S.T, structure="full")
