@@ -1,0 +1,15 @@
+"""Context parallelism over torch.distributed: one sequence split across ranks.
+
+An SSM needs only the state at each slice boundary from the ranks before it,
+so a sequence too long for one device is split along T, each rank holding a
+contiguous slice (rank order = sequence order), and only states, O(h p n)
+numbers per rank, cross the wire (the SSD paper's section 8).
+
+* :func:`ssd`: :func:`semisep.ssd` on this rank's slice.
+
+See ``docs/distributed.md`` for the algorithm, its costs and a launch recipe.
+"""
+
+from .ssd import ssd
+
+__all__ = ["ssd"]

@@ -1,0 +1,161 @@
+"""One rank of the context-parallel tests (tests/test_distributed.py starts ``world`` of these).
+
+:func:`run` is the entry point of each rank. Every case draws the whole sequence from a
+fixed seed (the same on every rank), runs single-process ``semisep.ssd`` on it
+as the reference, runs ``semisep.distributed`` on this rank's slice and
+compares outputs, states and gradients. Exits non-zero on the first failure.
+"""
+
+from __future__ import annotations
+
+import traceback
+
+import torch
+import torch.distributed as dist
+
+import semisep as ss
+import semisep.distributed as ssdist
+from semisep.testing import assert_close
+
+PER_STEP = ("x", "log_a", "dt", "B", "C", "z", "seq_idx")   # arrays with a T axis (dim 1)
+
+
+def ssd_inputs(T, *, b=2, h=4, g=2, p=3, n=5, mamba2=False, resets=(), seq_starts=(),
+               initial=True, dtype=torch.float64, seed=0):
+    """The whole sequence's arguments of ``semisep.ssd`` (float64 unless ``dtype``)."""
+    gen = torch.Generator().manual_seed(seed)
+
+    def rnd(*shape, scale=1.0):
+        return (scale * torch.randn(*shape, generator=gen, dtype=torch.float64)).to(dtype)
+
+    args = {"x": rnd(b, T, h, p), "B": rnd(b, T, g, n), "C": rnd(b, T, g, n)}
+    if mamba2:
+        args.update(dt=rnd(b, T, h), A=-torch.rand(h, generator=gen, dtype=torch.float64).to(dtype),
+                    dt_bias=rnd(h), D=rnd(h, p), z=rnd(b, T, h, p))
+    else:
+        log_a = -torch.rand(b, T, h, generator=gen, dtype=torch.float64) * 2
+        log_a[:, list(resets)] = float("-inf")
+        args["log_a"] = log_a.to(dtype)
+    if seq_starts:            # one tuple of start positions per batch row
+        seq_idx = torch.zeros(b, T, dtype=torch.int64)
+        for row, starts in enumerate(seq_starts):
+            for t in starts:
+                seq_idx[row, t:] += 1
+        seq_idx[1:] += 7          # labels need only change, not count from zero
+        args["seq_idx"] = seq_idx
+    if initial:
+        args["initial_state"] = rnd(b, h, p, n)
+    return args
+
+
+def leaves(args):
+    """Fresh float leaves requiring grad (integer arrays kept as they are)."""
+    return {k: v.detach().clone().requires_grad_(v.is_floating_point()) for k, v in args.items()}
+
+
+def local_args(args, start, stop, rank):
+    """This rank's arguments: per-step arrays sliced, the initial state on rank 0 only."""
+    out = {k: (v[:, start:stop] if k in PER_STEP else v) for k, v in args.items()}
+    if rank > 0:
+        out.pop("initial_state", None)
+    return leaves(out)
+
+
+def check_ssd(rank, world, sizes, case, rtol=1e-10, **options):
+    start, stop = sum(sizes[:rank]), sum(sizes[:rank + 1])
+    T = sum(sizes)
+    args = ssd_inputs(T, **options)
+    weights = torch.Generator().manual_seed(99)
+    mamba2 = options.get("mamba2", False)
+    kw = {"dt_softplus": True} if mamba2 else {}
+
+    full = leaves({k: (v.double() if v.is_floating_point() else v) for k, v in args.items()})
+    y, hT = ss.ssd(**full, chunk_size=4, return_final_state=True, **kw)
+    wy = torch.randn(y.shape, generator=weights, dtype=torch.float64)
+    wh = torch.randn(hT.shape, generator=weights, dtype=torch.float64)
+    ((y * wy).sum() + (hT * wh).sum()).backward()
+    prefix = {k: (v[:, :stop] if k in PER_STEP else v) for k, v in full.items()}
+    _, h_end = ss.ssd(**prefix, chunk_size=4, return_final_state=True, **kw)
+
+    mine = local_args(args, start, stop, rank)
+    y_r, h_r = ssdist.ssd(**mine, chunk_size=4, return_final_state=True, **kw)
+    loss = (y_r * wy[:, start:stop]).sum()
+    if rank == world - 1:
+        loss = loss + (h_r * wh).sum()
+    loss.backward()
+
+    assert_close(y_r, y[:, start:stop], rtol=rtol, what=f"{case}: y on rank {rank}")
+    assert_close(h_r, h_end, rtol=rtol, what=f"{case}: final state on rank {rank}")
+    for k, v in mine.items():
+        if not v.is_floating_point():
+            continue
+        grad = v.grad
+        if k in PER_STEP:
+            expected = full[k].grad[:, start:stop]
+        elif k == "initial_state":
+            expected = full[k].grad
+        else:                      # shared parameters: summed over ranks, as DDP does
+            grad = grad.clone()
+            dist.all_reduce(grad)
+            expected = full[k].grad
+        assert_close(grad, expected, rtol=rtol, what=f"{case}: grad of {k} on rank {rank}")
+
+
+def expect_error(rank, case, exc_type, pattern, call):
+    try:
+        call()
+    except exc_type as exc:
+        if pattern not in str(exc):
+            raise AssertionError(f"{case}: rank {rank} raised {exc!r}, wanted {pattern!r}") from exc
+    else:
+        raise AssertionError(f"{case}: rank {rank} raised nothing, wanted {exc_type.__name__}")
+
+
+def check_errors(rank, world, sizes):
+    def call(h=4, n=5, initial=False, bad_C=False, grad=True):
+        args = ssd_inputs(sizes[rank], h=h, g=2, n=n, initial=initial, seed=rank)
+        if bad_C:
+            args["C"] = args["C"][..., :-1]
+        args = leaves(args) if grad else args
+        return ssdist.ssd(**args)
+
+    last = world - 1
+    expect_error(rank, "heads", ValueError, "x must have the same (batch, heads, headdim)",
+                 lambda: call(h=6 if rank == last else 4))
+    expect_error(rank, "state size", ValueError, "B and C must have the same (groups, N)",
+                 lambda: call(n=7 if rank == last else 5))
+    expect_error(rank, "initial state off rank 0", ValueError, f"got one on rank(s) [{last}]",
+                 lambda: call(initial=rank == last))
+    wanted = "C must have shape" if rank == last else f"rank(s) [{last}] of the group rejected"
+    expect_error(rank, "local error", ValueError, wanted, lambda: call(bad_C=rank == last))
+    expect_error(rank, "grad on some ranks", ValueError, "the inputs require grad",
+                 lambda: call(grad=rank != last))
+
+
+def cases(rank, world, sizes):
+    T = sum(sizes)
+    edges = [sum(sizes[:r]) for r in range(1, world)]
+    inner = edges[-1] + sizes[-1] // 2          # inside the last slice
+    check_ssd(rank, world, sizes, "log-decays, a reset inside a slice", resets=(inner,))
+    check_ssd(rank, world, sizes, "resets at the first and the last step of slices",
+              resets=(edges[0], edges[-1] - 1), initial=False, seed=1)
+    check_ssd(rank, world, sizes, "Mamba-2 arguments, packed sequences", mamba2=True,
+              seq_starts=((edges[0], inner), (edges[0] + 1,)), seed=2)
+    check_ssd(rank, world, sizes, "bfloat16", rtol=1e-2, dtype=torch.bfloat16, seed=3)
+    check_errors(rank, world, sizes)
+
+
+def run(rank: int, world: int, store: str, sizes: list, log: str):
+    """One rank: join the gloo group at ``store``, run every case; a failure goes to ``log``."""
+    torch.set_num_threads(1)
+    try:
+        dist.init_process_group("gloo", init_method=f"file://{store}", rank=rank,
+                                world_size=world)
+        try:
+            cases(rank, world, sizes)
+        finally:
+            dist.destroy_process_group()
+    except BaseException:
+        with open(log, "w") as f:
+            f.write(traceback.format_exc())
+        raise
