@@ -101,6 +101,53 @@ def check_ssd(rank, world, sizes, case, rtol=1e-10, **options):
         assert_close(grad, expected, rtol=rtol, what=f"{case}: grad of {k} on rank {rank}")
 
 
+def check_sss(rank, world, sizes, case, *, structure, log, vector=False, N=3, P=2, seed=0):
+    """``semisep.distributed.matmul`` against ``SSS.matmul`` on the whole sequence."""
+    start, stop = sum(sizes[:rank]), sum(sizes[:rank + 1])
+    T = sum(sizes)
+    gen = torch.Generator().manual_seed(seed)
+    rnd = lambda *shape: torch.randn(*shape, generator=gen, dtype=torch.float64)  # noqa: E731
+    a_shape = (3, T) if structure == "scalar" else (3, T, N)       # broadcast against B's (2, 3)
+    if log:
+        A = -2 * torch.rand(*a_shape, generator=gen, dtype=torch.float64)
+        for t in (sizes[0], T - sizes[-1] // 2 - 1):   # resets: a slice's first step, and inside
+            A[:, t] = float("-inf")
+    else:
+        A = rnd(*a_shape)                                           # any sign
+        A.reshape(-1)[::5] = 0.0                                    # and zeros
+    full = {"A": A, "B": rnd(2, 3, T, N), "C": rnd(2, 3, T, N),
+            "x": rnd(T) if vector else rnd(2, 3, T, P),
+            "h0": rnd(2, 3, N) if vector else rnd(2, 3, N, P)}
+    t_axis = {"A": 1, "B": 2, "C": 2, "x": 0 if vector else 2}
+    make = ss.SSS.from_log if log else ss.SSS
+    whole = leaves(full)
+    y, hT = make(whole["A"], whole["B"], whole["C"], structure=structure).matmul(
+        whole["x"], initial_state=whole["h0"], return_final_state=True, algorithm="chunked",
+        chunk_size=4)
+    weights = torch.Generator().manual_seed(99)
+    wy = torch.randn(y.shape, generator=weights, dtype=torch.float64)
+    wh = torch.randn(hT.shape, generator=weights, dtype=torch.float64)
+    ((y * wy).sum() + (hT * wh).sum()).backward()
+
+    mine = leaves({k: v.narrow(t_axis[k], start, stop - start) if k in t_axis else v
+                   for k, v in full.items() if k != "h0" or rank == 0})
+    M_r = make(mine["A"], mine["B"], mine["C"], structure=structure)
+    y_r, h_r = ssdist.matmul(M_r, mine["x"], initial_state=mine.get("h0"),
+                             return_final_state=True, algorithm="chunked", chunk_size=4)
+    y_axis = y.ndim - 1 if vector else y.ndim - 2
+    loss = (y_r * wy.narrow(y_axis, start, stop - start)).sum()
+    if rank == world - 1:
+        loss = loss + (h_r * wh).sum()
+        assert_close(h_r, hT, what=f"{case}: final state on rank {rank}")
+    loss.backward()
+    assert_close(y_r, y.narrow(y_axis, start, stop - start), what=f"{case}: y on rank {rank}")
+    for k, v in mine.items():
+        expected = whole[k].grad
+        if k in t_axis:
+            expected = expected.narrow(t_axis[k], start, stop - start)
+        assert_close(v.grad, expected, what=f"{case}: grad of {k} on rank {rank}")
+
+
 def expect_error(rank, case, exc_type, pattern, call):
     try:
         call()
@@ -142,6 +189,10 @@ def cases(rank, world, sizes):
     check_ssd(rank, world, sizes, "Mamba-2 arguments, packed sequences", mamba2=True,
               seq_starts=((edges[0], inner), (edges[0] + 1,)), seed=2)
     check_ssd(rank, world, sizes, "bfloat16", rtol=1e-2, dtype=torch.bfloat16, seed=3)
+    check_sss(rank, world, sizes, "SSS, scalar A values with zeros and negatives",
+              structure="scalar", log=False, seed=4)
+    check_sss(rank, world, sizes, "SSS, diagonal log-decays, vector x", structure="diagonal",
+              log=True, vector=True, seed=5)
     check_errors(rank, world, sizes)
 
 

@@ -6,10 +6,12 @@ contiguous slice (rank order = sequence order), and only states, O(h p n)
 numbers per rank, cross the wire (the SSD paper's section 8).
 
 * :func:`ssd`: :func:`semisep.ssd` on this rank's slice.
+* :func:`matmul`: ``M @ x`` for an :class:`semisep.SSS` (scalar or diagonal A) split along T.
 
 See ``docs/distributed.md`` for the algorithm, its costs and a launch recipe.
 """
 
 from .ssd import ssd
+from .sss import matmul
 
-__all__ = ["ssd"]
+__all__ = ["matmul", "ssd"]
