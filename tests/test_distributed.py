@@ -10,11 +10,17 @@ from __future__ import annotations
 import multiprocessing
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 import torch.distributed as dist
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
+import semisep as ss
 import semisep.distributed as ssdist
+from semisep.distributed.local import ssd_end_state, sss_end_state
+from semisep.testing import assert_close, inputs, log_decays, recurrence_reference, sss_matrices
 
 from distributed_worker import run
 
@@ -58,3 +64,52 @@ def test_uninitialised_group_is_a_named_error():
     x = torch.zeros(1, 3, 2, 2)
     with pytest.raises(ValueError, match="group: torch.distributed is not initialised"):
         ssdist.ssd(x, torch.zeros(1, 3, 2), torch.zeros(1, 3, 1, 4), torch.zeros(1, 3, 1, 4))
+
+
+def _end_state_reference(M, x, h0):
+    A = M.log_a if M.log_a is not None else M.A
+    return recurrence_reference(A, M.B, M.C, x, initial_state=h0, structure=M.structure,
+                                log=M.log_a is not None)[1]
+
+
+@settings(max_examples=40, deadline=None)
+@given(data=st.data(), dtype=st.sampled_from(["float64", "float32"]),
+       structure=st.sampled_from(["scalar", "diagonal"]))
+def test_end_state_and_decay_match_the_recurrence(data, dtype, structure):
+    """A slice entered in state h ends in d * h + S: S from zero, d the total decay."""
+    M = data.draw(sss_matrices(structure=structure, backend="torch", dtype=dtype))
+    x = data.draw(inputs(M, vector=False, backend="torch", dtype=dtype))
+    h0 = torch.as_tensor(np.random.default_rng(0).normal(size=M.shape[:-2] + (M.state_size,
+                                                                             x.shape[-1])))
+    S, d = sss_end_state(M.structure, M.log_a if M.log_a is not None else M.A,
+                         M.log_a is not None, M.B, x)
+    assert_close(S, _end_state_reference(M, x, None), what="end state from zero")
+    assert_close(d * h0.to(S.dtype) + S, _end_state_reference(M, x, h0), what="d * h + S")
+
+
+@settings(max_examples=20, deadline=None)
+@given(data=st.data(), T=st.integers(1, 12), groups=st.sampled_from([(1, 1), (1, 3), (2, 4)]))
+def test_ssd_end_state_matches_ssd(data, T, groups):
+    g, h = groups
+    rng = np.random.default_rng(data.draw(st.integers(0, 2**32 - 1)))
+    x, B, C = (torch.as_tensor(rng.normal(size=s)) for s in ((2, T, h, 3), (2, T, g, 4),
+                                                             (2, T, g, 4)))
+    log_a = data.draw(log_decays(shape=(2, T, h), backend="torch"))
+    h0 = torch.as_tensor(rng.normal(size=(2, h, 3, 4)))
+    S, d = ssd_end_state(x, log_a, B)
+    _, expected = ss.ssd(x, log_a, B, C, return_final_state=True)
+    assert_close(S, expected, what="end state from zero")
+    _, expected = ss.ssd(x, log_a, B, C, initial_state=h0, return_final_state=True)
+    assert_close(d[..., None, None] * h0 + S, expected, what="d * h + S")
+
+
+def test_end_state_is_float32_accurate_on_long_slices():
+    """No cumulative-sum differences: exp(cs[-1] - cs[t]) would lose |cs| eps (4e-5 here)."""
+    T = 4096
+    rng = np.random.default_rng(1)
+    log_a = torch.as_tensor(-rng.uniform(0, 0.5, size=(1, T)), dtype=torch.float32)
+    B, C = (torch.as_tensor(rng.normal(size=(1, T, 2)), dtype=torch.float32) for _ in range(2))
+    x = torch.as_tensor(rng.normal(size=(1, T, 2)), dtype=torch.float32)
+    M = ss.SSS.from_log(log_a, B, C)
+    S, _ = sss_end_state("scalar", log_a, True, B, x)
+    assert_close(S, _end_state_reference(M, x, None), rtol=1e-5, what="end state")
