@@ -47,12 +47,19 @@ def attention_reference(layer, x, L=None):
     x64 = torch.as_tensor(to_numpy64(x))
     L = mask_definition(layer, x) if L is None else L
 
-    def project(name, width):
-        out = x64 @ P[f"{name}.weight"].T + P.get(f"{name}.bias", 0.0)
-        return out.unflatten(-1, (layer.n_heads, width)).transpose(1, 2).numpy()
-
-    Q, K = project("q_proj", layer.d_key), project("k_proj", layer.d_key)
-    V = project("v_proj", layer.d_value)
+    qkv = torch.cat([x64 @ P[f"{name}.weight"].T + P.get(f"{name}.bias", 0.0)
+                     for name in ("q_proj", "k_proj", "v_proj")], dim=-1).numpy()
+    if layer.d_conv is not None:   # y[t] = bias + sum_k w[:, k] qkv[t - (K-1) + k], zero before 0
+        w, K_taps = P["conv1d.weight"][:, 0].numpy(), layer.d_conv
+        conv = np.zeros_like(qkv) + P["conv1d.bias"].numpy()
+        for t in range(x.shape[1]):
+            for k in range(K_taps):
+                if t - (K_taps - 1) + k >= 0:
+                    conv[:, t] += w[:, k] * qkv[:, t - (K_taps - 1) + k]
+        qkv = conv
+    hk, hv = layer.n_heads * layer.d_key, layer.n_heads * layer.d_value
+    Q, K, V = (part.reshape(part.shape[:2] + (layer.n_heads, -1)).swapaxes(1, 2)
+               for part in (qkv[..., :hk], qkv[..., hk:2 * hk], qkv[..., 2 * hk:2 * hk + hv]))
     if layer.feature_map is not None:
         Q, K = (layer.feature_map(torch.as_tensor(t)).numpy() for t in (Q, K))
     W = L * (Q @ K.swapaxes(-1, -2))
@@ -81,9 +88,9 @@ def make_layer(mask, normalize=False, seed=0, dtype=torch.float32, **kwargs):
 @pytest.mark.parametrize("normalize", [False, True])
 @settings(max_examples=4, deadline=None)
 @given(batch=st.integers(1, 2), T=st.integers(1, 16), seed=st.integers(0, 99),
-       bias=st.booleans())
-def test_forward_matches_reference(mask, normalize, batch, T, seed, bias):
-    layer = make_layer(mask, normalize, seed, bias=bias)
+       bias=st.booleans(), d_conv=st.sampled_from([None, 1, 3]))
+def test_forward_matches_reference(mask, normalize, batch, T, seed, bias, d_conv):
+    layer = make_layer(mask, normalize, seed, bias=bias, d_conv=d_conv)
     x = torch.randn(batch, T, 8, generator=torch.Generator().manual_seed(seed))
     x_before = x.clone()
     y = layer(x)
@@ -118,9 +125,9 @@ def test_user_mask_module_and_fixed_matrix():
 
 
 @pytest.mark.parametrize("mask", RECURRENT)
-@pytest.mark.parametrize("normalize", [False, True])
-def test_decode_matches_forward(mask, normalize):
-    layer = make_layer(mask, normalize, seed=5)
+@pytest.mark.parametrize("normalize, d_conv", [(False, None), (True, 4)])
+def test_decode_matches_forward(mask, normalize, d_conv):
+    layer = make_layer(mask, normalize, seed=5, d_conv=d_conv)
     x = torch.randn(3, 12, 8)
     full = layer(x)
     y_prompt, cache = layer(x[:, :5], return_cache=True)
@@ -130,9 +137,11 @@ def test_decode_matches_forward(mask, normalize):
     fresh = layer.allocate_cache(3)
     assert_close(torch.stack([layer.step(x[:, t], fresh) for t in range(12)], 1), full)
     assert_close(fresh.state, cache.state)
-    saved = cache.state.clone()
-    assert_close(layer(x[:, 5:], cache=layer(x[:, :5], return_cache=True)[1]), full[:, 5:])
-    assert torch.equal(cache.state, saved)
+    prefix = layer(x[:, :5], return_cache=True)[1]
+    saved = [t if t is None else t.clone() for t in (prefix.state, prefix.conv_state)]
+    assert_close(layer(x[:, 5:], cache=prefix), full[:, 5:])
+    for before, after in zip(saved, (prefix.state, prefix.conv_state)):
+        assert (before is None and after is None) or torch.equal(before, after)
 
 
 @pytest.mark.parametrize("mask", RECURRENT)
@@ -140,7 +149,7 @@ def test_decode_matches_forward(mask, normalize):
 @given(lengths=st.lists(st.integers(1, 6), min_size=1, max_size=4), use_cu=st.booleans())
 def test_packed_equals_alone_forward_and_backward(mask, lengths, use_cu):
     """In float64, so 'exactly the result of running each alone' is held to 1e-10."""
-    layer = make_layer(mask, normalize=True, dtype=torch.float64)
+    layer = make_layer(mask, normalize=True, dtype=torch.float64, d_conv=3)
     T = sum(lengths)
     cu = torch.tensor([0, *np.cumsum(lengths)])
     x = torch.randn(1, T, 8, dtype=torch.float64, requires_grad=True)
@@ -161,7 +170,7 @@ def test_packed_equals_alone_forward_and_backward(mask, lengths, use_cu):
 
 @pytest.mark.parametrize("mask", RECURRENT + ["toeplitz"])
 def test_gradients_reach_every_parameter(mask):
-    layer = make_layer(mask, normalize=True, bias=True, seed=3)
+    layer = make_layer(mask, normalize=True, bias=True, seed=3, d_conv=2)
     layer.mask.requires_grad_(True)
     x = torch.randn(2, 7, 8, requires_grad=True)
     (layer(x) * torch.randn(2, 7, 8)).sum().backward()
@@ -176,7 +185,7 @@ def test_gradients_reach_every_parameter(mask):
 def test_gradcheck_float64(mask):
     torch.manual_seed(4)
     layer = MaskedAttention(4, 2, mask=mask, max_len=5, normalize=True, feature_map=elu1,
-                            dtype=torch.float64)
+                            d_conv=2, dtype=torch.float64)
     names = [k for k, _ in layer.named_parameters()]
     params = tuple(p.detach().clone().requires_grad_() for p in layer.parameters())
     x = torch.randn(1, 5, 4, dtype=torch.float64, requires_grad=True)
@@ -229,5 +238,7 @@ def test_bad_inputs():
         layer.step(torch.randn(3, 8), cache)
     with pytest.raises(ValueError, match=r"cache.state must have shape \(2, 2, 4, 4\) for this MaskedAttention, got shape \(2, 2, 4, 5\)"):
         layer.step(torch.randn(2, 8), AttentionCache(torch.zeros(2, 2, 4, 5)))
+    with pytest.raises(ValueError, match=r"cache.conv_state must have shape \(2, 2, 24\) for this MaskedAttention, got None"):
+        MaskedAttention(8, 2, mask="selective", d_conv=3).step(torch.randn(2, 8), cache)
     with pytest.raises(ValueError, match=r"x_t must have shape \(batch, 8\), got shape \(2, 1, 8\)"):
         layer.step(torch.randn(2, 1, 8), cache)

@@ -47,9 +47,12 @@ class AttentionCache:
         ``sum_i L[t, i] k_i v_i^T`` (the SSS state of the dual SSM, in the
         ``(..., N, P)`` layout of :meth:`semisep.SSS.matmul`), in at least
         float32; ``d_value' = d_value + 1`` with the normalization column.
+    conv_state : tensor, shape ``(batch, d_conv - 1, channels)``, or None
+        The last inputs of the layer's short convolution, when it has one.
     """
 
     state: torch.Tensor
+    conv_state: torch.Tensor | None = None
 
     @property
     def batch_size(self) -> int:
@@ -65,7 +68,11 @@ def check_cache(cache, kind: type, expected: dict, owner: str):
         raise TypeError(f"cache must be a {kind.__name__} (from {owner}.allocate_cache), "
                         f"got {type(cache).__name__}")
     for name, shape in expected.items():
-        got = tuple(getattr(cache, name).shape)
+        value = getattr(cache, name)
+        if value is None:
+            raise ValueError(f"cache.{name} must have shape {shape_str(shape)} for this "
+                             f"{owner}, got None")
+        got = tuple(value.shape)
         if got[:1] != tuple(shape[:1]):
             raise ValueError(f"cache was allocated for batch {got[0]}, got an input of batch "
                              f"{shape[0]}")

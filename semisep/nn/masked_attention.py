@@ -1,7 +1,9 @@
 """The masked-attention layer: a thin torch client of :func:`semisep.sma`.
 
 Per head, with queries ``Q = phi(x W_q)``, keys ``K = phi(x W_k)`` (``phi`` an
-optional feature map) and values ``V = x W_v``::
+optional feature map) and values ``V = x W_v`` (optionally each passed through
+a short depthwise causal convolution first, as in Based or gated linear
+attention, which lets a layer see the previous tokens directly)::
 
     Y = (L o Q K^T) V                       (structured masked attention)
     Y = Y[:, :P] / (Y[:, P] + eps)          (normalize=True: V gets a ones column)
@@ -27,6 +29,7 @@ from ..sma import sma
 from ..sss import SSS
 from ._dtypes import fp32_or_wider
 from .cache import AttentionCache, check_cache
+from .conv import causal_conv1d
 from .masks import make_mask
 from .packing import resolve_packing, segment_ids
 
@@ -52,6 +55,9 @@ class MaskedAttention(nn.Module):
         the paper's normalization; meant for positive feature maps.
     eps : float
         Added to the normalizer.
+    d_conv : int, optional
+        Taps of a depthwise causal convolution over the projections ``(x W_q,
+        x W_k, x W_v)``, before the feature map; none by default.
     max_len : int, optional
         For ``mask="toeplitz"``.
     algorithm : {"auto", "linear", "quadratic"}
@@ -77,7 +83,8 @@ class MaskedAttention(nn.Module):
 
     def __init__(self, d_model: int, n_heads: int, mask="causal", *, d_key: int | None = None,
                  d_value: int | None = None, feature_map=None, normalize: bool = False,
-                 eps: float = 1e-6, max_len: int | None = None, algorithm: str = "auto",
+                 eps: float = 1e-6, d_conv: int | None = None, max_len: int | None = None,
+                 algorithm: str = "auto",
                  bias: bool = False, device=None, dtype=None):
         super().__init__()
         self.d_model = check_positive_int("d_model", d_model)
@@ -98,6 +105,11 @@ class MaskedAttention(nn.Module):
         self.k_proj = nn.Linear(d_model, n_heads * self.d_key, bias=bias, **factory)
         self.v_proj = nn.Linear(d_model, n_heads * self.d_value, bias=bias, **factory)
         self.out_proj = nn.Linear(n_heads * self.d_value, d_model, bias=bias, **factory)
+        self.d_conv = None if d_conv is None else check_positive_int("d_conv", d_conv)
+        self._widths = [n_heads * self.d_key, n_heads * self.d_key, n_heads * self.d_value]
+        if self.d_conv is not None:
+            channels = sum(self._widths)
+            self.conv1d = nn.Conv1d(channels, channels, self.d_conv, groups=channels, **factory)
         self.mask = make_mask(mask, d_model, n_heads, max_len, device=device, dtype=dtype)
 
     @property
@@ -109,13 +121,27 @@ class MaskedAttention(nn.Module):
         return self.d_value + (1 if self.normalize else 0)
 
     def allocate_cache(self, batch: int, dtype: torch.dtype | None = None) -> AttentionCache:
-        """A fresh decoding cache (zero state) for ``batch`` sequences, in at least float32."""
+        """A fresh decoding cache (zero state) for ``batch`` sequences.
+
+        The attention state is in at least float32, the convolution's in ``dtype``
+        (the parameters' by default).
+        """
         self._need_recurrent("decoding")
         batch = check_positive_int("batch", batch)
         dtype = self.q_proj.weight.dtype if dtype is None else dtype
+        device = self.q_proj.weight.device
+        conv_state = None
+        if self.d_conv is not None:
+            conv_state = torch.zeros(batch, self.d_conv - 1, sum(self._widths), device=device,
+                                     dtype=dtype)
         return AttentionCache(torch.zeros(batch, self.n_heads, self.d_key, self._state_width(),
-                                          device=self.q_proj.weight.device,
-                                          dtype=fp32_or_wider(dtype)))
+                                          device=device, dtype=fp32_or_wider(dtype)), conv_state)
+
+    def _cache_shapes(self, batch: int) -> dict:
+        shapes = {"state": (batch, self.n_heads, self.d_key, self._state_width())}
+        if self.d_conv is not None:
+            shapes["conv_state"] = (batch, self.d_conv - 1, sum(self._widths))
+        return shapes
 
     def _need_recurrent(self, what: str):
         if not self.recurrent:
@@ -165,13 +191,17 @@ class MaskedAttention(nn.Module):
         if cache is not None or return_cache:
             self._need_recurrent("a cache")
         if cache is not None:
-            check_cache(cache, AttentionCache,
-                        {"state": (b, self.n_heads, self.d_key, self._state_width())},
-                        "MaskedAttention")
+            check_cache(cache, AttentionCache, self._cache_shapes(b), "MaskedAttention")
 
-        Q = self._heads(self.q_proj(x), self.d_key)
-        K = self._heads(self.k_proj(x), self.d_key)
-        V = self._heads(self.v_proj(x), self.d_value)
+        q, k, v = self.q_proj(x), self.k_proj(x), self.v_proj(x)
+        conv_state = None
+        if self.d_conv is not None:
+            qkv, conv_state = causal_conv1d(
+                torch.cat([q, k, v], dim=-1), self.conv1d.weight[:, 0], self.conv1d.bias,
+                state=None if cache is None else cache.conv_state,
+                segments=None if seq_idx is None else segment_ids(seq_idx))
+            q, k, v = qkv.split(self._widths, dim=-1)
+        Q, K, V = self._heads(q, self.d_key), self._heads(k, self.d_key), self._heads(v, self.d_value)
         if self.feature_map is not None:
             Q, K = self.feature_map(Q), self.feature_map(K)
         if self.normalize:
@@ -194,7 +224,7 @@ class MaskedAttention(nn.Module):
         if self.normalize:
             Y = Y[..., :self.d_value] / (Y[..., self.d_value:] + self.eps)
         y = self.out_proj(Y.transpose(1, 2).flatten(2).to(x.dtype))
-        return (y, AttentionCache(state)) if return_cache else y
+        return (y, AttentionCache(state, conv_state)) if return_cache else y
 
     def step(self, x_t: torch.Tensor, cache: AttentionCache) -> torch.Tensor:
         """Decode one token: ``x_t`` of shape ``(batch, d_model)`` -> ``(batch, d_model)``.
@@ -207,7 +237,7 @@ class MaskedAttention(nn.Module):
             raise ValueError(f"x_t must have shape (batch, {self.d_model}), "
                              f"got shape {shape_str(x_t.shape)}")
         y, new = self.forward(x_t[:, None], cache=cache, return_cache=True)
-        cache.state = new.state
+        cache.state, cache.conv_state = new.state, new.conv_state
         return y[:, 0]
 
     def extra_repr(self) -> str:
