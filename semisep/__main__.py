@@ -1,10 +1,10 @@
-"""Command line: ``python -m semisep demo [--quick] [--plot PATH]``."""
+"""Command line: ``python -m semisep demo [--quick] [--plot PATH]``, ``python -m semisep bench``."""
 
 from __future__ import annotations
 
 import sys
 
-COMMANDS = {"demo": "semisep.demo"}
+COMMANDS = {"demo": "semisep.demo", "bench": "semisep.bench"}
 
 
 def main(argv=None) -> int:
