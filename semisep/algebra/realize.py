@@ -9,14 +9,17 @@ with ``V_{k-1}`` orthonormal (``k x w``). Then
 so ``H_k`` and ``Z_k`` (``(T - k) x (w + 1)``) have the same singular values.
 An SVD ``Z_k = U S W^T`` truncated to the values above the tolerance gives the
 step: ``[A_k, B_k] = W^T`` (orthonormal rows), ``G_k = U S`` and ``C_k^T = G_k[0]``.
-The tolerance is not known before ``s_max`` (:mod:`semisep.algebra.tolerance`)
-is: the sweep truncates at the tolerance of the running maximum, which never
-exceeds the final one, so it keeps at least what the final tolerance keeps;
-the backward sweep of :mod:`semisep.algebra.compress` then truncates at the final
-tolerance.
+A truncation at one cut perturbs the blocks of the later cuts by up to what
+it dropped, so the sweep drops only what lies below the rounding level: the
+default tolerance ``T eps s_max`` (or the requested one, if smaller), with
+``s_max`` the running maximum (:mod:`semisep.algebra.tolerance`). The singular
+values it records are then those of every ``H_k`` to rounding, and the ranks
+are counted afterwards at the requested tolerance; :func:`from_dense` truncates
+at that tolerance in the backward sweep of :mod:`semisep.algebra.compress`.
 
 Cost: O(T^2 r^2) for the forward sweep (SVDs of ``(T - k) x (r + 1)``, r the
-semiseparable rank) and O(T r^3) for the backward one; O(T^2) memory (M itself).
+semiseparable rank at the rounding level, which is T/2 at most) and O(T r^3)
+for the backward one; O(T^2) memory (M itself).
 """
 
 from __future__ import annotations
@@ -59,7 +62,9 @@ def hankel_sweep(be, D, rtol, atol, dtype):
         U, S, Wh = be.svd(Z)
         svs.append(be.to_numpy(S))
         running = np.maximum(running, svs[-1][..., 0])
-        keep = svs[-1] > threshold(running, rtol, atol, T, dtype)[..., None]
+        rounding = np.minimum(threshold(running, rtol, atol, T, dtype),
+                              threshold(running, None, None, T, dtype))
+        keep = svs[-1] > rounding[..., None]
         r = int(keep.sum(axis=-1).max(initial=0))
         mask = be.cast(be.asarray(keep[..., :r], like=S), S.dtype)
         G = U[..., :, :r] * (S[..., None, :r] * mask[..., None, :])
