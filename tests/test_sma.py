@@ -49,15 +49,16 @@ def test_linear_equals_quadratic_equals_definition(backend, data):
 @settings(max_examples=15, deadline=None)
 @given(data=st.data())
 def test_low_precision_within_tolerance(dtype, rtol, data):
-    L = data.draw(masks(kinds=("causal", "decay", "toeplitz", "oness"), backend="torch",
-                        dtype=dtype))
+    L = data.draw(masks(kinds=("causal", "decay", "toeplitz", "oness", "fourier"),
+                        backend="torch", dtype=dtype))
     T, S = L.shape[-2:]
     rng = np.random.default_rng(data.draw(st.integers(0, 99)))
     Q, K, V = operands(rng, (), T, S, 4, 3, lambda a: torch.tensor(a).to(getattr(torch, dtype)))
     expected = sma_definition(Q, K, V, definition(L))
+    complex_ = isinstance(L, Fourier)
     for algorithm in ("linear", "quadratic"):
-        Y = ss.sma(Q, K, V, L, algorithm=algorithm)
-        assert Y.dtype == Q.dtype
+        Y = ss.sma(Q, K, V, L, algorithm=algorithm, allow_complex=complex_)
+        assert Y.dtype == (torch.complex64 if complex_ else Q.dtype)
         assert_close(Y, expected, rtol=rtol, what=algorithm)
 
 

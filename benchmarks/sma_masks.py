@@ -1,0 +1,107 @@
+"""CPU benchmark of structured masked attention: linear vs quadratic, per mask, over T.
+
+    python benchmarks/sma_masks.py [--Ts 256 512 ... 16384] [--quadratic-max-T 8192] [--out FILE]
+
+torch backend, float32, one sequence and one head, N = P = 64, forward only
+(``torch.no_grad``), one torch thread by default (``--threads``). For each mask (Causal, Decay, Toeplitz, Fourier, a 1-SS
+from log-decays) it times ``semisep.sma(..., algorithm="linear")`` and
+``"quadratic"``, prints the crossover T (the first measured T from which the
+linear form stays faster) and the growth of the linear time from T=1K to 16K
+(targets: <= 30 for the O(T log T) FFT masks, <= 20 for the others). The
+quadratic form holds several T x T float32 arrays (1 GiB each at T=16K, plus
+the int64 lag index of the Toeplitz dense form): it is run only up to
+``--quadratic-max-T``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+from pathlib import Path
+
+import torch
+from cpu_ssd import best_seconds       # the same timing rule as the SSD benchmark
+
+import semisep as ss
+from semisep.masks import Causal, Decay, Fourier, Toeplitz
+
+TARGET_GROWTH = {"causal": 20, "decay": 20, "oness": 20, "toeplitz": 30, "fourier": 30}
+
+
+def make_masks(T: int, gen: torch.Generator) -> dict:
+    lags = torch.arange(T, dtype=torch.float32)
+    return {
+        "causal": Causal(T),
+        "decay": Decay(0.99, T),
+        "toeplitz": Toeplitz(torch.randn(T, generator=gen) * torch.exp(-lags / 64)),
+        "fourier": Fourier(T),
+        "oness": ss.OneSS.from_log(-torch.rand(T, generator=gen)),
+    }
+
+
+def crossover(rows, mask: str):
+    """The first T from which linear beats quadratic at every measured T, as text."""
+    both = [r for r in rows if f"{mask}/quadratic" in r]
+    faster = [r[f"{mask}/linear"] < r[f"{mask}/quadratic"] for r in both]
+    for i in range(len(both)):
+        if all(faster[i:]):
+            return f"<= {both[0]['T']}" if i == 0 else str(both[i]["T"])
+    return f"> {both[-1]['T']}" if both else "n/a"
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--Ts", type=int, nargs="+",
+                        default=[256, 512, 1024, 2048, 4096, 8192, 16384])
+    parser.add_argument("--N", type=int, default=64)
+    parser.add_argument("--P", type=int, default=64)
+    parser.add_argument("--repeat", type=int, default=3,
+                        help="runs at T=4096 and above; more below (best of repeat*4096/T)")
+    parser.add_argument("--threads", type=int, default=1,
+                        help="torch threads (1: stable timings on a shared machine)")
+    parser.add_argument("--quadratic-max-T", type=int, default=8192)
+    parser.add_argument("--out", default="benchmarks/results/sma_masks.json")
+    args = parser.parse_args(argv)
+    torch.set_num_threads(args.threads)
+
+    print(f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} cores, "
+          f"torch {torch.__version__}, {torch.get_num_threads()} threads; "
+          f"float32, b=1, h=1, N={args.N}, P={args.P}")
+    gen = torch.Generator().manual_seed(0)
+    rows = []
+    for T in args.Ts:
+        Q, K, V = (torch.randn(T, d, generator=gen) for d in (args.N, args.N, args.P))
+        fns = {}
+        for name, L in make_masks(T, gen).items():
+            algorithms = ["linear"] + (["quadratic"] if T <= args.quadratic_max_T else [])
+            for algorithm in algorithms:
+                fns[f"{name}/{algorithm}"] = (
+                    lambda L=L, a=algorithm: ss.sma(Q, K, V, L, algorithm=a, allow_complex=True))
+        with torch.no_grad():
+            row = {"T": T, **best_seconds(fns, max(args.repeat, args.repeat * 4096 // T))}
+        rows.append(row)
+        cells = "  ".join(f"{k} {v * 1e3:8.1f}" for k, v in row.items() if k != "T")
+        print(f"T={T:6d} (ms)  {cells}", flush=True)
+
+    summary = {}
+    at = {r["T"]: r for r in rows}
+    for name in TARGET_GROWTH:
+        summary[f"{name}_crossover_T"] = crossover(rows, name)
+        if 1024 in at and 16384 in at:
+            growth = at[16384][f"{name}/linear"] / at[1024][f"{name}/linear"]
+            summary[f"{name}_linear_16K_over_1K"] = round(growth, 2)
+            summary[f"{name}_growth_target_met"] = growth <= TARGET_GROWTH[name]
+    for k, v in summary.items():
+        print(f"{k}: {v}")
+    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+    Path(args.out).write_text(json.dumps({
+        "config": {"b": 1, "h": 1, "N": args.N, "P": args.P, "dtype": "float32",
+                   "threads": torch.get_num_threads(),
+                   "quadratic_max_T": args.quadratic_max_T},
+        "rows": rows, "summary": summary}, indent=1))
+
+
+if __name__ == "__main__":
+    main()
