@@ -185,7 +185,7 @@ def ssd_fwd_kernel(
 def ssd_bwd_fwdsweep_kernel(
     x_ptr, dt_ptr, A_ptr, dtb_ptr, B_ptr, C_ptr, D_ptr, z_ptr, h0_ptr, seq_ptr, dy_ptr,
     dhT_ptr,
-    dC_ptr, r1_ptr, dz_ptr, dD_ptr, fin_ptr,
+    dC_ptr, r1_ptr, dz_ptr, dD_ptr, st_ptr,
     T, H, G, P, N, NPB,
     HAS_DT: tl.constexpr, DT_SOFTPLUS: tl.constexpr, HAS_DTB: tl.constexpr,
     HAS_D: tl.constexpr, D_PER_P: tl.constexpr, HAS_Z: tl.constexpr, HAS_H0: tl.constexpr,
@@ -193,7 +193,7 @@ def ssd_bwd_fwdsweep_kernel(
     Q: tl.constexpr, BP: tl.constexpr, BN: tl.constexpr, PREC: tl.constexpr,
     CLAMP_C: tl.constexpr,
 ):
-    """dC partial (per head and p-block), r1 = dy . y, dz, dD partial, <dS_T, S_T>."""
+    """dC partial (per head and p-block), r1 = dy . y, dz, dD partial; the state after each chunk."""
     pid_p = tl.program_id(0)
     pid_bh = tl.program_id(1)
     b = pid_bh // H
@@ -219,6 +219,9 @@ def ssd_bwd_fwdsweep_kernel(
     r_base = r1_ptr + (pid_p.to(tl.int64) * tl.num_programs(1) + pid_bh) * T
     st_off = ((b64 * H + h) * P + offs_p[:, None]) * N + offs_n[None, :]
     st_mask = mask_p[:, None] & mask_n[None, :]
+    NC = tl.cdiv(T, Q)
+    st_base = st_ptr + (b64 * H + h) * NC * P * N
+    st_loc = offs_p[:, None] * N + offs_n[None, :]
 
     if HAS_H0:
         S = tl.load(h0_ptr + st_off, mask=st_mask, other=0.0).to(tl.float32)
@@ -281,19 +284,18 @@ def ssd_bwd_fwdsweep_kernel(
         to_end = tl.exp2((tot - hi.to(tl.float64)).to(tl.float32) - lo)
         xd = (xs.to(tl.float32) * to_end[:, None]).to(dtype)
         S = S * tl.exp2(tot.to(tl.float32)) + tl.dot(tl.trans(xd), Bt, input_precision=PREC)
+        tl.store(st_base + st_loc, S.to(st_ptr.dtype.element_ty), mask=st_mask)
+        st_base += P * N
 
     if HAS_D:
         tl.store(dD_ptr + (b64 * H + h) * P + offs_p, dD_acc, mask=mask_p)
-    if HAS_DHT:
-        dS = tl.load(dhT_ptr + st_off, mask=st_mask, other=0.0).to(tl.float32)
-        tl.store(fin_ptr + pid_p.to(tl.int64) * tl.num_programs(1) + pid_bh,
-                 tl.sum(tl.sum(dS * S, axis=1), axis=0))
 
 
 @triton.jit
 def ssd_bwd_revsweep_kernel(
     x_ptr, dt_ptr, A_ptr, dtb_ptr, B_ptr, C_ptr, D_ptr, z_ptr, seq_ptr, dy_ptr, dhT_ptr,
-    dx_ptr, dB_ptr, r2_ptr, q_ptr, dh0_ptr,
+    st_ptr, r1_ptr,
+    dx_ptr, dB_ptr, dla_ptr, q_ptr, dh0_ptr,
     T, H, G, P, N, NPB,
     HAS_DT: tl.constexpr, DT_SOFTPLUS: tl.constexpr, HAS_DTB: tl.constexpr,
     HAS_D: tl.constexpr, D_PER_P: tl.constexpr, HAS_Z: tl.constexpr,
@@ -301,7 +303,12 @@ def ssd_bwd_revsweep_kernel(
     Q: tl.constexpr, BP: tl.constexpr, BN: tl.constexpr, PREC: tl.constexpr,
     CLAMP_C: tl.constexpr,
 ):
-    """dx, dB partial, r2 = xs . dxs, q = x . dxs (for d dt), d(initial state)."""
+    """dx, dB partial, the log-decay gradient (partial over p-blocks), q = x . dxs, d h0.
+
+    ``dla_t = sum_{i >= t in the chunk} (r1 - r2)_i + <dS_out, S_out>`` with r2 = xs . dxs:
+    the pairs (s < t <= t') inside the chunk plus all that cross the chunk's end, the latter
+    from the two states at that boundary (no long running sums, no drift).
+    """
     pid_p = tl.program_id(0)
     pid_bh = tl.program_id(1)
     b = pid_bh // H
@@ -323,10 +330,15 @@ def ssd_bwd_revsweep_kernel(
     C_base = C_ptr + (b64 * T * G + grp) * N
     pb_b = pid_p.to(tl.int64) * (tl.num_programs(1) // H) + b64
     dB_base = dB_ptr + (pb_b * T * H + h) * N
-    r_base = r2_ptr + (pid_p.to(tl.int64) * tl.num_programs(1) + pid_bh) * T
+    r_base = r1_ptr + (pid_p.to(tl.int64) * tl.num_programs(1) + pid_bh) * T
+    dla_base = dla_ptr + (pid_p.to(tl.int64) * tl.num_programs(1) + pid_bh) * T
     q_base = q_ptr + (pid_p.to(tl.int64) * tl.num_programs(1) + pid_bh) * T
     st_off = ((b64 * H + h) * P + offs_p[:, None]) * N + offs_n[None, :]
     st_mask = mask_p[:, None] & mask_n[None, :]
+    NC = tl.cdiv(T, Q)
+    st_base = st_ptr + (b64 * H + h) * NC * P * N
+    st_last = st_base + (b64 * 0 + NC - 1) * P * N
+    st_loc = offs_p[:, None] * N + offs_n[None, :]
 
     if HAS_DHT:
         dS = tl.load(dhT_ptr + st_off, mask=st_mask, other=0.0).to(tl.float32)
@@ -375,7 +387,11 @@ def ssd_bwd_revsweep_kernel(
         xf = x.to(tl.float32)
         q = tl.sum(dxs * xf, axis=1)
         tl.store(q_base + t, q, mask=mask_t)
-        tl.store(r_base + t, q * dtv, mask=mask_t)
+        r1 = tl.load(r_base + t, mask=mask_t, other=0.0)
+        S_out = tl.load(st_last - i * (P * N) + st_loc, mask=st_mask, other=0.0).to(tl.float32)
+        cross = tl.sum(tl.sum(dS * S_out, axis=1), axis=0)
+        suf = tl.cumsum(r1 - q * dtv, axis=0, reverse=True)
+        tl.store(dla_base + t, suf + cross, mask=mask_t)
         tl.store(dB_base + t[:, None] * (H * N) + offs_n[None, :], dB, mask=m_tn)
         dx = dxs * dtv[:, None]
         if HAS_D:

@@ -118,7 +118,9 @@ def ssd_reference_chunked(x, log_a, B, C, *, dt=None, A=None, D=None, z=None, dt
     Cc = Ch.reshape(b, c, Q, h, n)
     seg = _segsum_exact(la)                                   # b h c Q Q
     L = torch.exp(seg)
-    y_diag = torch.einsum("bclhn,bcshn,bhcls,bcshp->bclhp", Cc, Bc, L, xs)
+    Gm = torch.einsum("bclhn,bcshn->bhcls", Cc, Bc)
+    y_diag = torch.einsum("bhcls,bcshp->bclhp", Gm * L, xs)
+    del Gm
     # decay from each position to the chunk end: exp(la_{j+1} + ... + la_{Q-1})
     after = torch.flip(torch.cumsum(torch.flip(la, [-1]), -1), [-1])
     after = torch.cat([after[..., 1:], torch.zeros_like(after[..., :1])], -1)

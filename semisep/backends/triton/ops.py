@@ -33,7 +33,7 @@ def pick_config(p: int, n: int, chunk_size: Optional[int], dtype, kind: str = "f
     BN = max(16, triton.next_power_of_2(n))
     BP = max(16, min(64, triton.next_power_of_2(p)))
     Q = chunk_size if chunk_size is not None else 64
-    num_warps = 4 if BN * BP <= 64 * 64 else 8
+    num_warps = 8
     cfg = dict(Q=Q, BP=BP, BN=BN, num_warps=num_warps, num_stages=2)
     over = os.environ.get(f"SEMISEP_TRITON_{kind.upper()}")
     if over:  # e.g. "BP=32,num_warps=4" (tuning experiments)
@@ -197,9 +197,12 @@ def _bwd(dy, dhT, x, dtla, A, B, C, D, z, dt_bias, h0, seq_idx, has_dt, dt_softp
     dC_part = torch.empty(npb, b, T, h, n, **f32)
     dB_part = torch.empty(npb, b, T, h, n, **f32)
     r1 = torch.empty(npb, b * h, T, **f32)
-    r2 = torch.empty(npb, b * h, T, **f32)
+    dla_part = torch.empty(npb, b * h, T, **f32)
     qd = torch.empty(npb, b * h, T, **f32)
-    fin = torch.zeros(npb, b * h, **f32)
+    nc = triton.cdiv(T, cfg["Q"])
+    st_dtype = torch.float32 if (x.dtype == torch.float32 or
+                                 os.environ.get("SEMISEP_TRITON_STATES_FP32") == "1") else x.dtype
+    states = torch.empty(b, h, nc, p, n, device=x.device, dtype=st_dtype)
     dz = torch.empty_like(z) if z is not None else None
     dD_part = torch.empty(b, h, p, **f32) if D is not None else None
     dx = torch.empty_like(x)
@@ -215,27 +218,27 @@ def _bwd(dy, dhT, x, dtla, A, B, C, D, z, dt_bias, h0, seq_idx, has_dt, dt_softp
         with _device_ctx(x):
             K.ssd_bwd_fwdsweep_kernel[grid](
                 x, dtla, o(A), o(dt_bias), Bx, Cx, o(D), o(z), o(h0), o(seq_idx), dy, o(dhT),
-                dC_part, r1, o(dz), o(dD_part), fin,
+                dC_part, r1, o(dz), o(dD_part), states,
                 T, h, g, p, n, npb, HAS_H0=h0 is not None, **flags, **_launch_opts(cfg))
             K.ssd_bwd_revsweep_kernel[grid](
                 x, dtla, o(A), o(dt_bias), Bx, Cx, o(D), o(z), o(seq_idx), dy, o(dhT),
-                dx, dB_part, r2, qd, o(dh0),
+                states, r1, dx, dB_part, dla_part, qd, o(dh0),
                 T, h, g, p, n, npb, STORE_DH0=need_dh0, **flags, **_launch_opts(cfg))
     else:
         if need_dh0:
             dh0.copy_(dhT if dhT is not None else torch.zeros_like(dh0))
-        r1.zero_(); r2.zero_(); qd.zero_()
+        dla_part.zero_(); qd.zero_()
         if dD_part is not None:
             dD_part.zero_()
-    # log-decay gradient: suffix sums of r1 - r2 plus <dS_T, S_T>
-    dl = (r1.sum(0) - r2.sum(0)).view(b, h, T)
-    dla = torch.flip(torch.cumsum(torch.flip(dl, [-1]), -1), [-1]) + fin.sum(0).view(b, h, 1)
+    del states
+    dla = dla_part.sum(0).view(b, h, T)
     dte, raw, la = _effective_la(dtla, A, dt_bias, seq_idx, has_dt, dt_softplus)
-    dla = dla.transpose(1, 2)                                      # b T h
+    dla = dla.transpose(1, 2).contiguous()                         # b T h
     dla = dla.masked_fill(la < -K.CLAMP, 0.0)
     dA = ddtb = None
     if has_dt:
         ddte = qd.sum(0).view(b, h, T).transpose(1, 2) + dla * A.float()
+        ddte = ddte.contiguous()
         dA = (dla * dte).sum((0, 1)).to(A.dtype)
         if dt_softplus:
             ddte = ddte * torch.sigmoid(raw)

@@ -1,0 +1,87 @@
+"""Compile the Triton SSD kernels for sm_90 without a GPU; print registers, spills, shared memory.
+
+python benchmarks/aot_check.py [BP=64 BN=64 Q=64 num_warps=4 num_stages=2 dtype=bf16]
+"""
+import sys
+
+import triton
+import triton.language as tl  # noqa: F401
+from triton.backends.compiler import GPUTarget
+from triton.compiler import ASTSource
+
+from semisep.backends.triton import kernels as K
+
+opts = dict(BP=64, BN=64, Q=64, num_warps=4, num_stages=2, dtype="bf16")
+for a in sys.argv[1:]:
+    k, v = a.split("=")
+    opts[k] = v if k == "dtype" else int(v)
+dt = opts["dtype"]
+target = GPUTarget("cuda", 90, 32)
+
+
+def sig_of(fn, ptr_args, int_args):
+    sig = {}
+    for name in fn.arg_names:
+        if name in ptr_args:
+            sig[name] = ptr_args[name]
+        elif name in int_args:
+            sig[name] = "i32"
+        else:
+            sig[name] = "constexpr"
+    return sig
+
+
+common_flags = dict(HAS_DT=True, DT_SOFTPLUS=False, HAS_DTB=False, HAS_D=True, D_PER_P=False,
+                    HAS_Z=False, HAS_SEQ=False, Q=opts["Q"], BP=opts["BP"], BN=opts["BN"],
+                    PREC="tf32", CLAMP_C=K.CLAMP)
+P = f"*{dt}"
+F = "*fp32"
+kernels = {
+    "fwd": (K.ssd_fwd_kernel,
+            dict(x_ptr=P, dt_ptr=F, A_ptr=F, dtb_ptr=F, B_ptr=P, C_ptr=P, D_ptr=F, z_ptr=P,
+                 h0_ptr=F, seq_ptr="*i32", y_ptr=P, hT_ptr=F),
+            dict(HAS_H0=False, STORE_HT=True)),
+    "bwd1": (K.ssd_bwd_fwdsweep_kernel,
+             dict(x_ptr=P, dt_ptr=F, A_ptr=F, dtb_ptr=F, B_ptr=P, C_ptr=P, D_ptr=F, z_ptr=P,
+                  h0_ptr=F, seq_ptr="*i32", dy_ptr=P, dhT_ptr=F, dC_ptr=F, r1_ptr=F, dz_ptr=P,
+                  dD_ptr=F, fin_ptr=F),
+             dict(HAS_H0=False, HAS_DHT=False)),
+    "bwd2": (K.ssd_bwd_revsweep_kernel,
+             dict(x_ptr=P, dt_ptr=F, A_ptr=F, dtb_ptr=F, B_ptr=P, C_ptr=P, D_ptr=F, z_ptr=P,
+                  seq_ptr="*i32", dy_ptr=P, dhT_ptr=F, dx_ptr=P, dB_ptr=F, r2_ptr=F, q_ptr=F,
+                  dh0_ptr=F),
+             dict(HAS_DHT=False, STORE_DH0=False)),
+}
+def resource_report(cubin):
+    import os
+    import re
+    import subprocess
+    import tempfile
+    exe = os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin", "cuobjdump")
+    with tempfile.TemporaryDirectory() as d:
+        f = os.path.join(d, "k.cubin")
+        open(f, "wb").write(cubin)
+        out = subprocess.run([exe, "--dump-resource-usage", f], capture_output=True, text=True)
+    txt = out.stdout + out.stderr
+    m = re.search(r"REG:(\d+) STACK:(\d+) SHARED:(\d+) LOCAL:(\d+)", txt)
+    return ("regs=%s stack=%s local=%s" % (m.group(1), m.group(2), m.group(4))) if m else txt[-300:]
+
+
+ints = {"T", "H", "G", "P", "N", "NPB"}
+for name, (fn, ptrs, extra) in kernels.items():
+    flags = {k: v for k, v in {**common_flags, **extra}.items() if k in fn.arg_names}
+    sig = sig_of(fn, ptrs, ints)
+    div = {"T", "H", "P", "N"}
+    attrs = {(i,): [["tt.divisibility", 16]] for i, a in enumerate(fn.arg_names)
+             if a in ptrs or a in div}
+    src = ASTSource(fn, sig, constexprs=flags, attrs=attrs)
+    try:
+        ck = triton.compile(src, target=target,
+                            options=dict(num_warps=opts["num_warps"], num_stages=opts["num_stages"]))
+        md = ck.metadata
+        ptx = ck.asm["ptx"]
+        res = resource_report(ck.asm['cubin'])
+        print(f"{name}: {res} shared={md.shared} "
+              f"wgmma={ptx.count('wgmma.mma_async')} mma.sync={ptx.count('mma.sync')}")
+    except Exception as e:  # noqa: BLE001
+        print(f"{name}: FAILED {type(e).__name__}: {str(e)[:2000]}")

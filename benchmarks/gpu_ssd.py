@@ -1,0 +1,412 @@
+"""GPU checks and side-by-side timings of the Triton SSD (issue 5).
+
+One run does: the two ceilings (copy GB/s, bf16 matmul TFLOP/s), correctness at full size
+against float64 references, the >2^31-element run, torch.compile, decode, and the timing grid
+for semisep and the anchors (mamba_ssm ``mamba_chunk_scan_combined``, fla ``chunk_simple_gla``
+and ``fused_chunk_simple_gla``, torch SDPA causal), each when importable.
+
+    python benchmarks/gpu_ssd.py --out DIR [--skip-checks] [--skip-bench] [--variants ...]
+
+Writes DIR/h200_ssd.json (one row per impl, N, T: fwd_ms, fwdbwd_ms, peak_mb) and a log.
+Variants of our kernels are given as ``name:ENV=VAL;ENV=VAL`` (env read by pick_config).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import math
+import os
+import sys
+import time
+import traceback
+import types
+
+import torch
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+
+LOG = []
+
+
+def log(*a):
+    s = " ".join(str(x) for x in a)
+    LOG.append(s)
+    print(s, flush=True)
+
+
+# ---------------------------------------------------------------------------
+# anchors
+# ---------------------------------------------------------------------------
+
+def load_mamba():
+    """mamba_chunk_scan_combined from the pure-Python wheel, without its package __init__."""
+    spec = importlib.util.find_spec("mamba_ssm")
+    if spec is None:
+        return None
+    root = os.path.dirname(spec.origin)
+    for name, sub in [("mamba_ssm", ""), ("mamba_ssm.ops", "ops"),
+                      ("mamba_ssm.ops.triton", "ops/triton"), ("mamba_ssm.utils", "utils")]:
+        if name not in sys.modules:
+            m = types.ModuleType(name)
+            m.__path__ = [os.path.join(root, sub)]
+            sys.modules[name] = m
+    from mamba_ssm.ops.triton.ssd_combined import mamba_chunk_scan_combined
+    return mamba_chunk_scan_combined
+
+
+def load_fla():
+    from fla.ops.simple_gla import chunk_simple_gla, fused_chunk_simple_gla
+    return chunk_simple_gla, fused_chunk_simple_gla
+
+
+# ---------------------------------------------------------------------------
+# helpers
+# ---------------------------------------------------------------------------
+
+def rel(a, b):
+    a = a.double()
+    b = b.double()
+    if not torch.isfinite(a).all():
+        return float("nan")
+    return ((a - b).norm() / b.norm().clamp_min(1e-300)).item()
+
+
+def make_inputs(b, T, h, p, g, n, dtype, seed=0, device="cuda"):
+    gen = torch.Generator(device=device).manual_seed(seed)
+    x = torch.randn(b, T, h, p, device=device, generator=gen).to(dtype)
+    dt = torch.exp(torch.empty(b, T, h, device=device).uniform_(math.log(1e-3), math.log(1e-1),
+                                                                generator=gen))
+    A = -torch.empty(h, device=device).uniform_(1, 16, generator=gen)
+    B = (torch.randn(b, T, g, n, device=device, generator=gen) / math.sqrt(n)).to(dtype)
+    C = torch.randn(b, T, g, n, device=device, generator=gen).to(dtype)
+    D = torch.randn(h, device=device, generator=gen)
+    return x, dt, A, B, C, D
+
+
+def ceilings():
+    out = {}
+    a = torch.empty(2 * 1024**3 // 4, device="cuda", dtype=torch.float32).uniform_()
+    bb = torch.empty_like(a)
+    from triton.testing import do_bench
+    ms = do_bench(lambda: bb.copy_(a), warmup=25, rep=200, return_mode="median")
+    out["copy_GBps"] = 2 * a.numel() * 4 / ms / 1e6
+    del a, bb
+    m = torch.randn(8192, 8192, device="cuda", dtype=torch.bfloat16)
+    m2 = torch.randn(8192, 8192, device="cuda", dtype=torch.bfloat16)
+    ms = do_bench(lambda: m @ m2, warmup=25, rep=200, return_mode="median")
+    out["bf16_TFLOPs"] = 2 * 8192**3 / ms / 1e9
+    del m, m2
+    torch.cuda.empty_cache()
+    return out
+
+
+# ---------------------------------------------------------------------------
+# checks
+# ---------------------------------------------------------------------------
+
+def checks(results):
+    from semisep.backends.triton import naive, ssd, ssd_decode_step
+    ok = True
+
+    def report(name, val, tol):
+        nonlocal ok
+        good = (val == val) and val <= tol
+        ok &= good
+        log(f"  {'ok ' if good else 'BAD'} {name}: {val:.3e} (tol {tol:.0e})")
+        results.setdefault("checks", {})[name] = val
+
+    # 1. bf16 / fp32, forward and backward, against float64 chunked reference (full width)
+    for dtype, tol, (b, T, h, p, g, n) in [
+        (torch.bfloat16, 5e-3, (2, 4000, 32, 64, 1, 64)),
+        (torch.bfloat16, 5e-3, (1, 2048, 32, 64, 4, 128)),
+        (torch.float32, 1e-5, (1, 1000, 8, 64, 2, 64)),
+    ]:
+        x, dt, A, B, C, D = make_inputs(b, T, h, p, g, n, dtype, seed=1)
+        h0 = torch.randn(b, h, p, n, device="cuda")
+        ins = [x, dt, A, B, C, D, h0]
+        for t in ins:
+            t.requires_grad_(True)
+        y, hT = ssd(x, None, B, C, dt=dt, A=A, D=D, initial_state=h0, return_final_state=True)
+        gy = torch.randn_like(y)
+        gs = torch.randn_like(hT)
+        grads = torch.autograd.grad((y.float() * gy.float()).sum() + (hT * gs).sum(), ins)
+        yr, sr = naive.ssd_reference_chunked(x, None, B, C, dt=dt, A=A, D=D, initial_state=h0)
+        gref = torch.autograd.grad((yr * gy.double()).sum() + (sr * gs.double()).sum(), ins)
+        tag = f"{str(dtype)[6:]} b{b} T{T} h{h} p{p} g{g} n{n}"
+        report(f"{tag} y", rel(y, yr), tol)
+        report(f"{tag} final", rel(hT, sr), tol)
+        for nm, a, r in zip(["dx", "ddt", "dA", "dB", "dC", "dD", "dh0"], grads, gref):
+            report(f"{tag} {nm}", rel(a, r), tol * (4 if nm in ("dA",) else 1))
+        del x, dt, A, B, C, D, h0, y, hT, yr, sr, grads, gref
+        torch.cuda.empty_cache()
+
+    # 2. all the extras (bf16): z, D (h,p), dt_bias + softplus, seq_idx, initial state
+    b, T, h, p, g, n = 2, 3000, 8, 64, 2, 64
+    x, dt, A, B, C, _ = make_inputs(b, T, h, p, g, n, torch.bfloat16, seed=2)
+    dt = torch.randn(b, T, h, device="cuda") - 3
+    D = torch.randn(h, p, device="cuda")
+    z = torch.randn(b, T, h, p, device="cuda").to(torch.bfloat16)
+    dtb = torch.randn(h, device="cuda") * 0.5
+    h0 = torch.randn(b, h, p, n, device="cuda")
+    seq = torch.zeros(b, T, dtype=torch.int32, device="cuda")
+    seq[:, 700:] = 1
+    seq[:, 2100:] = 2
+    seq[1, 1500:] = 5
+    ins = [x, dt, A, B, C, D, z, dtb, h0]
+    for t in ins:
+        t.requires_grad_(True)
+    kw = dict(dt=dt, A=A, D=D, z=z, dt_bias=dtb, dt_softplus=True, seq_idx=seq, initial_state=h0)
+    y, hT = ssd(x, None, B, C, return_final_state=True, **kw)
+    gy = torch.randn_like(y)
+    gs = torch.randn_like(hT)
+    grads = torch.autograd.grad((y.float() * gy.float()).sum() + (hT * gs).sum(), ins)
+    yr, sr = naive.ssd_reference_chunked(x, None, B, C, **kw)
+    gref = torch.autograd.grad((yr * gy.double()).sum() + (sr * gs.double()).sum(), ins)
+    report("extras y", rel(y, yr), 5e-3)
+    for nm, a, r in zip(["dx", "ddt", "dA", "dB", "dC", "dD", "dz", "ddt_bias", "dh0"],
+                        grads, gref):
+        report(f"extras {nm}", rel(a, r), 2e-2 if nm in ("dA", "ddt_bias") else 5e-3)
+    # per-sequence: the second sequence alone equals its slice
+    y2 = ssd(x[:, 700:2100].detach(), None, B[:, 700:2100].detach(), C[:, 700:2100].detach(),
+             dt=dt[:, 700:2100].detach(), A=A.detach(), D=D.detach(), z=z[:, 700:2100].detach(),
+             dt_bias=dtb.detach(), dt_softplus=True)
+    report("seq_idx == per-sequence", rel(y[0, 700:1500], y2[0, :800]), 1e-2)
+
+    # 3. extreme log-decays in [-1e4, 0] with -inf resets: finite, and close to reference
+    b, T, h, p, g, n = 2, 2000, 8, 64, 1, 64
+    x, _, _, B, C, _ = make_inputs(b, T, h, p, g, n, torch.bfloat16, seed=3)
+    la = -torch.exp(torch.empty(b, T, h, device="cuda").uniform_(-10, math.log(1e4)))
+    la[:, ::97] = float("-inf")
+    la[:, 5:40] = -1e4
+    ins = [x, la, B, C]
+    for t in ins:
+        t.requires_grad_(True)
+    y = ssd(x, la, B, C)
+    grads = torch.autograd.grad(y.float().sum(), ins)
+    fin = bool(torch.isfinite(y).all()) and all(bool(torch.isfinite(gg).all()) for gg in grads)
+    log(f"  {'ok ' if fin else 'BAD'} extreme decays finite (y and grads): {fin}")
+    ok &= fin
+    yr, _ = naive.ssd_reference_chunked(x, la, B, C)
+    report("extreme y", rel(y, yr), 5e-3)
+    results.setdefault("checks", {})["extreme_finite"] = fin
+    try:
+        chunk_gla, _ = load_fla()
+        hh = h
+        q = C.detach().expand(b, T, hh, n).contiguous()
+        k = B.detach().expand(b, T, hh, n).contiguous()
+        o, _ = chunk_gla(q, k, x.detach(), g=la.detach().float(), scale=1.0)
+        log(f"  fla chunk_simple_gla with -inf resets finite: {bool(torch.isfinite(o).all())}")
+    except Exception as e:  # noqa: BLE001
+        log(f"  fla reset check skipped: {type(e).__name__}: {e}")
+
+    # 4. more than 2^31 elements: batch element 2 equals the run of it alone
+    b, T, h, p, g, n = 3, 1 << 19, 32, 64, 1, 64
+    log(f"  big run: x has {b * T * h * p / 2**31:.2f} * 2^31 elements")
+    x = torch.randn(b, T, h, p, device="cuda", dtype=torch.bfloat16)
+    dt = torch.rand(b, T, h, device="cuda") * 0.1
+    A = -torch.rand(h, device="cuda") * 4
+    B = torch.randn(b, T, g, n, device="cuda", dtype=torch.bfloat16) / 8
+    C = torch.randn(b, T, g, n, device="cuda", dtype=torch.bfloat16)
+    y = ssd(x, None, B, C, dt=dt, A=A)
+    y2 = ssd(x[2:].contiguous(), None, B[2:].contiguous(), C[2:].contiguous(),
+             dt=dt[2:].contiguous(), A=A)
+    report("2^31+ elements: last batch vs alone", rel(y[2:], y2), 0.0)
+    del x, y, y2, B, C, dt
+    torch.cuda.empty_cache()
+
+    # 5. torch.compile: compiled == eager, forward and backward
+    try:
+        x, dt, A, B, C, D = make_inputs(2, 1000, 8, 64, 1, 64, torch.bfloat16, seed=4)
+        for t in (x, dt, B, C):
+            t.requires_grad_(True)
+
+        def f(x, dt, B, C):
+            return ssd(x, None, B, C, dt=dt, A=A, D=D).float().square().sum()
+
+        cf = torch.compile(f, fullgraph=True)
+        l1 = f(x, dt, B, C)
+        g1 = torch.autograd.grad(l1, (x, dt, B, C))
+        l2 = cf(x, dt, B, C)
+        g2 = torch.autograd.grad(l2, (x, dt, B, C))
+        report("torch.compile loss", abs((l1 - l2).item()) / abs(l1.item()), 1e-6)
+        report("torch.compile grads", max(rel(a, c) for a, c in zip(g2, g1)), 1e-6)
+    except Exception as e:  # noqa: BLE001
+        ok = False
+        log(f"  BAD torch.compile: {type(e).__name__}: {e}")
+
+    # 6. decode: T steps of decode == chunked forward (fp32 state)
+    b, T, h, p, g, n = 2, 20, 8, 64, 2, 128
+    x, dt, A, B, C, D = make_inputs(b, T, h, p, g, n, torch.bfloat16, seed=5)
+    z = torch.randn_like(x)
+    h0 = torch.randn(b, h, p, n, device="cuda")
+    y, hT = ssd(x, None, B, C, dt=dt, A=A, D=D, z=z, initial_state=h0, return_final_state=True)
+    st = h0.clone()
+    ys = [ssd_decode_step(st, x[:, t], B[:, t], C[:, t], dt=dt[:, t], A=A, D=D, z=z[:, t])
+          for t in range(T)]
+    report("decode y vs chunked", rel(torch.stack(ys, 1), y), 1e-2)
+    report("decode state vs chunked", rel(st, hT), 1e-3)
+    results["checks_ok"] = ok
+    return ok
+
+
+# ---------------------------------------------------------------------------
+# timing
+# ---------------------------------------------------------------------------
+
+def peak_of(fn):
+    torch.cuda.synchronize()
+    torch.cuda.reset_peak_memory_stats()
+    base = torch.cuda.memory_allocated()
+    fn()
+    torch.cuda.synchronize()
+    return (torch.cuda.max_memory_allocated() - base) / 2**20
+
+
+def bench_grid(results, variants, Ns, Ts, impls, b=8, h=32, p=64, g=1):
+    from triton.testing import do_bench
+    from semisep.backends.triton import ssd
+    rows = results.setdefault("rows", [])
+    mamba = fla = None
+    if "mamba" in impls:
+        try:
+            mamba = load_mamba()
+        except Exception as e:  # noqa: BLE001
+            log(f"mamba_ssm not importable: {type(e).__name__}: {e}")
+    if "fla" in impls:
+        try:
+            fla = load_fla()
+        except Exception as e:  # noqa: BLE001
+            log(f"fla not importable: {type(e).__name__}: {e}")
+    bench = lambda f: do_bench(f, warmup=10, rep=60, return_mode="median")  # noqa: E731
+    for n in Ns:
+        for T in Ts:
+            x, dt, A, B, C, D = make_inputs(b, T, h, p, g, n, torch.bfloat16, seed=T + n)
+            gy = torch.randn_like(x)
+            leaves = (x, dt, B, C)
+            xg, dtg, Bg, Cg = [t.detach().clone().requires_grad_(True) for t in leaves]
+            flops = b * h * T * (2 * 64 * (n + p) + 4 * n * p)
+            nbytes = 2 * x.numel() * 2 + 2 * B.numel() * 2 + dt.numel() * 4
+            cells = {}
+
+            def add(impl, fwd, fwdbwd):
+                row = dict(impl=impl, N=n, T=T, b=b, h=h, p=p, g=g)
+                for key, fn in (("fwd", fwd), ("fwdbwd", fwdbwd)):
+                    if fn is None:
+                        row[f"{key}_ms"] = None
+                        continue
+                    try:
+                        fn()
+                        row[f"{key}_ms"] = bench(fn)
+                        if key == "fwdbwd":
+                            row["peak_mb"] = peak_of(fn)
+                        elif "peak_mb" not in row:
+                            row["fwd_peak_mb"] = peak_of(fn)
+                    except Exception as e:  # noqa: BLE001
+                        row[f"{key}_ms"] = None
+                        row[f"{key}_error"] = f"{type(e).__name__}: {str(e)[:200]}"
+                if row.get("fwd_ms"):
+                    row["fwd_TFLOPs"] = flops / row["fwd_ms"] / 1e9
+                    row["fwd_GBps"] = nbytes / row["fwd_ms"] / 1e6
+                rows.append(row)
+                cells[impl] = row
+                log(f"N={n:4d} T={T:6d} {impl:28s} fwd {row.get('fwd_ms') or float('nan'):8.3f} ms"
+                    f"  fwdbwd {row.get('fwdbwd_ms') or float('nan'):8.3f} ms"
+                    f"  peak {row.get('peak_mb', float('nan')):8.1f} MB"
+                    + (f"  err {row.get('fwd_error', '')}{row.get('fwdbwd_error', '')}"
+                       if ('fwd_error' in row or 'fwdbwd_error' in row) else ""))
+
+            for vname, env in variants:
+                old = {k: os.environ.get(k) for k in env}
+                os.environ.update(env)
+                try:
+                    add(f"semisep[{vname}]",
+                        lambda: ssd(x, None, B, C, dt=dt, A=A, D=D),
+                        lambda: torch.autograd.grad(
+                            ssd(xg, None, Bg, Cg, dt=dtg, A=A, D=D), (xg, dtg, Bg, Cg), gy))
+                finally:
+                    for k, v in old.items():
+                        if v is None:
+                            os.environ.pop(k, None)
+                        else:
+                            os.environ[k] = v
+            if mamba is not None:
+                add("mamba_chunk_scan_combined",
+                    lambda: mamba(x, dt, A, B, C, chunk_size=256, D=D),
+                    lambda: torch.autograd.grad(
+                        mamba(xg, dtg, A, Bg, Cg, chunk_size=256, D=D), (xg, dtg, Bg, Cg), gy))
+            if fla is not None:
+                chunk_gla, fused_gla = fla
+                q = C.expand(b, T, h, n).contiguous()
+                k = B.expand(b, T, h, n).contiguous()
+                v = (x.float() * dt[..., None]).to(x.dtype)
+                gg = (dt * A).contiguous()
+                qg, kg, vg, ggg = [t.detach().clone().requires_grad_(True) for t in (q, k, v, gg)]
+                add("fla_chunk_simple_gla",
+                    lambda: chunk_gla(q, k, v, g=gg, scale=1.0)[0],
+                    lambda: torch.autograd.grad(chunk_gla(qg, kg, vg, g=ggg, scale=1.0)[0],
+                                                (qg, kg, vg, ggg), gy))
+                add("fla_fused_chunk_simple_gla",
+                    lambda: fused_gla(q, k, v, g=gg, scale=1.0)[0],
+                    lambda: torch.autograd.grad(fused_gla(qg, kg, vg, g=ggg, scale=1.0)[0],
+                                                (qg, kg, vg, ggg), gy))
+                del q, k, v, gg, qg, kg, vg, ggg
+            if "sdpa" in impls:
+                qs = torch.randn(b, h, T, 64, device="cuda", dtype=torch.bfloat16)
+                ks, vs = torch.randn_like(qs), torch.randn_like(qs)
+                qsg, ksg, vsg = [t.clone().requires_grad_(True) for t in (qs, ks, vs)]
+                sdpa = torch.nn.functional.scaled_dot_product_attention
+                add("torch_sdpa_causal",
+                    lambda: sdpa(qs, ks, vs, is_causal=True),
+                    lambda: torch.autograd.grad(sdpa(qsg, ksg, vsg, is_causal=True),
+                                                (qsg, ksg, vsg), gy.transpose(1, 2)))
+                del qs, ks, vs, qsg, ksg, vsg
+            del x, dt, A, B, C, D, gy, xg, dtg, Bg, Cg
+            torch.cuda.empty_cache()
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--out", default=os.environ.get("OUT", "benchmarks/results"))
+    ap.add_argument("--skip-checks", action="store_true")
+    ap.add_argument("--skip-bench", action="store_true")
+    ap.add_argument("--Ns", default="64,128")
+    ap.add_argument("--Ts", default="1024,2048,4096,8192,16384")
+    ap.add_argument("--impls", default="mamba,fla,sdpa")
+    ap.add_argument("--variants", nargs="*", default=["default:"])
+    args = ap.parse_args()
+    os.makedirs(args.out, exist_ok=True)
+    import triton
+    results = dict(device=torch.cuda.get_device_name(), torch=torch.__version__,
+                   triton=triton.__version__, date=time.strftime("%Y-%m-%d %H:%M UTC",
+                                                                 time.gmtime()))
+    log(json.dumps(results))
+    t0 = time.time()
+    results["ceilings"] = ceilings()
+    log("ceilings", results["ceilings"])
+    if not args.skip_checks:
+        try:
+            checks(results)
+        except Exception:  # noqa: BLE001
+            log("checks crashed:\n" + traceback.format_exc())
+            results["checks_ok"] = False
+        log(f"checks done at {time.time() - t0:.0f} s")
+    if not args.skip_bench:
+        variants = []
+        for v in args.variants:
+            name, _, spec = v.partition(":")
+            env = dict(kv.split("=", 1) for kv in spec.split(";") if kv)
+            variants.append((name, env))
+        impls = set(args.impls.split(",")) if args.impls else set()
+        bench_grid(results, variants, [int(s) for s in args.Ns.split(",")],
+                   [int(s) for s in args.Ts.split(",")], impls)
+        log(f"bench done at {time.time() - t0:.0f} s")
+    with open(os.path.join(args.out, "h200_ssd.json"), "w") as f:
+        json.dump(results, f, indent=1)
+    with open(os.path.join(args.out, "log.txt"), "w") as f:
+        f.write("\n".join(LOG))
+
+
+if __name__ == "__main__":
+    main()
