@@ -106,7 +106,10 @@ def check_sss(rank, world, sizes, case, *, structure, log, vector=False, N=3, P=
     start, stop = sum(sizes[:rank]), sum(sizes[:rank + 1])
     T = sum(sizes)
     gen = torch.Generator().manual_seed(seed)
-    rnd = lambda *shape: torch.randn(*shape, generator=gen, dtype=torch.float64)  # noqa: E731
+
+    def rnd(*shape):
+        return torch.randn(*shape, generator=gen, dtype=torch.float64)
+
     a_shape = (3, T) if structure == "scalar" else (3, T, N)       # broadcast against B's (2, 3)
     if log:
         A = -2 * torch.rand(*a_shape, generator=gen, dtype=torch.float64)
@@ -148,6 +151,72 @@ def check_sss(rank, world, sizes, case, *, structure, log, vector=False, N=3, P=
         assert_close(v.grad, expected, what=f"{case}: grad of {k} on rank {rank}")
 
 
+def check_mamba2(rank, world, sizes, case, *, cache=False, seq_starts=(), seed=0):
+    """``Mamba2(u, cp_group=...)`` against the whole sequence through one layer."""
+    from semisep.nn import Mamba2
+
+    start, stop = sum(sizes[:rank]), sum(sizes[:rank + 1])
+    T = sum(sizes)
+    torch.manual_seed(seed)
+    layer = Mamba2(d_model=6, d_state=4, headdim=3, expand=2, ngroups=2, d_conv=4,
+                   chunk_size=4, dtype=torch.float64)
+    gen = torch.Generator().manual_seed(seed)
+    u = torch.randn(2, T, 6, generator=gen, dtype=torch.float64)
+    extra = {}
+    if cache:
+        fresh = layer.allocate_cache(2)
+        extra["cache"] = type(fresh)(torch.randn(fresh.conv_state.shape, generator=gen,
+                                                 dtype=torch.float64),
+                                     torch.randn(fresh.ssm_state.shape, generator=gen,
+                                                 dtype=torch.float64))
+        extra["return_cache"] = True
+    if seq_starts:
+        extra["seq_idx"] = ssd_inputs(T, seq_starts=seq_starts)["seq_idx"]
+
+    def run(u, extra, weights, last):
+        u = u.detach().clone().requires_grad_()
+        state = {}
+        if "cache" in extra:
+            state = {k: getattr(extra["cache"], k).detach().clone().requires_grad_()
+                     for k in ("conv_state", "ssm_state")}
+            extra = dict(extra, cache=type(extra["cache"])(**state))
+        layer.zero_grad()
+        out = layer(u, **extra)
+        y, new = out if isinstance(out, tuple) else (out, None)
+        loss = (y * weights[0]).sum()
+        if new is not None and last:
+            loss = loss + (new.conv_state * weights[1]).sum() + (new.ssm_state * weights[2]).sum()
+        loss.backward()
+        grads = {"u": u.grad, **{k: v.grad for k, v in state.items()},
+                 **{k: p.grad.clone() for k, p in layer.named_parameters()}}
+        return y, new, grads
+
+    fresh = layer.allocate_cache(2)
+    weights = [torch.randn(2, T, 6, generator=gen, dtype=torch.float64),
+               torch.randn(fresh.conv_state.shape, generator=gen, dtype=torch.float64),
+               torch.randn(fresh.ssm_state.shape, generator=gen, dtype=torch.float64)]
+    y, new, grads = run(u, extra, weights, True)
+
+    mine = dict(extra, cp_group=dist.group.WORLD)
+    if seq_starts:
+        mine["seq_idx"] = extra["seq_idx"][:, start:stop]
+    if rank > 0:
+        mine.pop("cache", None)
+    y_r, new_r, grads_r = run(u[:, start:stop], mine, [weights[0][:, start:stop]] + weights[1:],
+                              rank == world - 1)
+    assert_close(y_r, y[:, start:stop], what=f"{case}: y on rank {rank}")
+    if cache and rank == world - 1:
+        assert_close(new_r.conv_state, new.conv_state, what=f"{case}: conv state")
+        assert_close(new_r.ssm_state, new.ssm_state, what=f"{case}: ssm state")
+    for k, g in grads_r.items():
+        if g is None:
+            continue
+        expected = grads[k][:, start:stop] if k == "u" else grads[k]
+        if k not in ("u", "conv_state", "ssm_state"):      # parameters: summed over ranks
+            dist.all_reduce(g)
+        assert_close(g, expected, what=f"{case}: grad of {k} on rank {rank}")
+
+
 def expect_error(rank, case, exc_type, pattern, call):
     try:
         call()
@@ -180,7 +249,6 @@ def check_errors(rank, world, sizes):
 
 
 def cases(rank, world, sizes):
-    T = sum(sizes)
     edges = [sum(sizes[:r]) for r in range(1, world)]
     inner = edges[-1] + sizes[-1] // 2          # inside the last slice
     check_ssd(rank, world, sizes, "log-decays, a reset inside a slice", resets=(inner,))
@@ -193,6 +261,9 @@ def cases(rank, world, sizes):
               structure="scalar", log=False, seed=4)
     check_sss(rank, world, sizes, "SSS, diagonal log-decays, vector x", structure="diagonal",
               log=True, vector=True, seed=5)
+    check_mamba2(rank, world, sizes, "Mamba2 layer with a cache", cache=True, seed=6)
+    check_mamba2(rank, world, sizes, "Mamba2 layer, packed sequences", seed=7,
+                 seq_starts=((edges[0],), (edges[0] - 1, inner)))
     check_errors(rank, world, sizes)
 
 

@@ -19,11 +19,14 @@ Parameter names follow the reference implementation (``in_proj``, ``conv1d``,
 
 from __future__ import annotations
 
+import functools
+
 import torch
 import torch.nn.functional as F
 from torch import nn
 
 from .._checks import check_positive_int, shape_str
+from .. import distributed
 from ..ssd import ssd
 from ._dtypes import at_least_fp32, fp32_or_wider
 from .cache import Mamba2Cache, check_cache
@@ -136,7 +139,7 @@ class Mamba2(nn.Module):
                         dtype=fp32_or_wider(dtype)))
 
     def forward(self, u: torch.Tensor, *, seq_idx=None, cu_seqlens=None,
-                cache: Mamba2Cache | None = None, return_cache: bool = False):
+                cache: Mamba2Cache | None = None, return_cache: bool = False, cp_group=None):
         """Mix ``u`` along the sequence.
 
         Parameters
@@ -152,6 +155,15 @@ class Mamba2(nn.Module):
             read, never modified. In a packed row it feeds the first sequence.
         return_cache : bool
             Also return the cache after the last token (not with packed sequences).
+        cp_group : ProcessGroup, optional
+            Context parallelism: ``u`` is this rank's slice of a sequence split
+            along T over the ranks of ``cp_group``, in rank order (see
+            :mod:`semisep.distributed`; ``torch.distributed.group.WORLD`` for all
+            ranks). The convolution reads the previous ranks' last tokens and the
+            SSD their states; the output is this slice of the whole sequence's.
+            ``seq_idx`` then holds global labels (``cu_seqlens`` is refused), a
+            ``cache`` is read on rank 0 only and ``return_cache`` gives the cache
+            after this rank's slice.
 
         Returns
         -------
@@ -163,6 +175,9 @@ class Mamba2(nn.Module):
                              f"got shape {shape_str(u.shape)}")
         b, T, _ = u.shape
         seq_idx = resolve_packing(seq_idx, cu_seqlens, b, T, u.device)
+        if cp_group is not None and cu_seqlens is not None:
+            raise ValueError("cu_seqlens describes one rank's slice only; with cp_group pass "
+                             "seq_idx, this slice of labels shared by the whole sequence")
         if return_cache and seq_idx is not None:
             raise ValueError("return_cache=True needs one sequence per row; with seq_idx or "
                              "cu_seqlens the state of each packed sequence is not returned")
@@ -174,12 +189,18 @@ class Mamba2(nn.Module):
             conv_state, ssm_state = cache.conv_state, cache.ssm_state
 
         z, xBC, dt = self.in_proj(u).split([self.d_inner, self.conv_dim, self.nheads], dim=-1)
+        mix = ssd
+        if cp_group is not None:
+            mix = functools.partial(distributed.ssd, group=cp_group)
+            if self.d_conv > 1:
+                conv_state = distributed.previous_tokens(xBC, self.d_conv - 1, group=cp_group,
+                                                         first=conv_state, seq_idx=seq_idx)
         xBC, conv_state = causal_conv1d(
             xBC, self.conv1d.weight[:, 0], self.conv1d.bias, state=conv_state,
             segments=None if seq_idx is None else segment_ids(seq_idx))
         x, B, C = F.silu(xBC).split(
             [self.d_inner, self.ngroups * self.d_state, self.ngroups * self.d_state], dim=-1)
-        out = ssd(x.reshape(b, T, self.nheads, self.headdim),
+        out = mix(x.reshape(b, T, self.nheads, self.headdim),
                   B=B.reshape(b, T, self.ngroups, self.d_state),
                   C=C.reshape(b, T, self.ngroups, self.d_state),
                   dt=dt, A=-torch.exp(at_least_fp32(self.A_log)), D=self.D,
