@@ -78,7 +78,7 @@ def models(vocab: int, d_model: int) -> dict:
     """The two models compared, by name."""
     return {
         "Mamba2": RecallModel(
-            lambda: ssnn.Mamba2(d_model, d_state=16, headdim=16, chunk_size=32), vocab, d_model),
+            lambda: ssnn.Mamba2(d_model, d_state=16, headdim=16, chunk_size=16), vocab, d_model),
         "MaskedAttention (selective 1-SS)": RecallModel(
             lambda: ssnn.MaskedAttention(d_model, 4, mask="selective", d_conv=4,
                                          feature_map=lambda t: F.elu(t) + 1), vocab, d_model),
@@ -92,10 +92,11 @@ def accuracy(model, inputs, targets) -> float:
     return float((predicted[asked] == targets[asked]).float().mean())
 
 
-def train(name, model, *, steps, batch, n_pairs, n_queries, vocab, lr, seed, progress=True):
-    """Train ``model`` with AdamW on fresh batches; returns the held-out accuracy."""
+def train(name, model, *, steps, batch, n_pairs, n_queries, vocab, lr, seed, n_test=512,
+          progress=True):
+    """Train ``model`` with AdamW on fresh batches; returns the accuracy on ``n_test`` new ones."""
     gen = torch.Generator().manual_seed(seed)
-    test = mqar_batch(512, n_pairs, n_queries, vocab, torch.Generator().manual_seed(seed + 1))
+    test = mqar_batch(n_test, n_pairs, n_queries, vocab, torch.Generator().manual_seed(seed + 1))
     opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.1)
     sched = torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=lr, total_steps=max(steps, 1),
                                                 pct_start=0.1)
@@ -117,7 +118,7 @@ def train(name, model, *, steps, batch, n_pairs, n_queries, vocab, lr, seed, pro
 
 
 def main(steps: int = 600, *, batch: int = 64, n_pairs: int = 8, n_queries: int = 16,
-         vocab: int = 64, d_model: int = 64, lr: float = 3e-3, seed: int = 0,
+         vocab: int = 64, d_model: int = 64, lr: float = 3e-3, seed: int = 0, n_test: int = 512,
          progress: bool = True) -> dict:
     """Train both models for ``steps`` steps; returns ``{name: (accuracy, seconds)}``."""
     torch.manual_seed(seed)
@@ -125,7 +126,8 @@ def main(steps: int = 600, *, batch: int = 64, n_pairs: int = 8, n_queries: int 
     for name, model in models(vocab, d_model).items():
         start = time.perf_counter()
         acc = train(name, model, steps=steps, batch=batch, n_pairs=n_pairs,
-                    n_queries=n_queries, vocab=vocab, lr=lr, seed=seed, progress=progress)
+                    n_queries=n_queries, vocab=vocab, lr=lr, seed=seed, n_test=n_test,
+                    progress=progress)
         results[name] = (acc, time.perf_counter() - start)
     return results
 

@@ -107,6 +107,17 @@ def test_forward_float64_and_both_algorithms(mask):
         assert_close(layer(x), attention_reference(layer, x))
 
 
+@pytest.mark.parametrize("mask", RECURRENT + ["toeplitz"])
+def test_bfloat16_layer_matches_float32(mask):
+    layer = make_layer(mask, normalize=True, d_conv=3).to(torch.bfloat16)
+    x = torch.randn(2, 12, 8, dtype=torch.bfloat16)
+    y = layer(x)
+    assert y.dtype == torch.bfloat16
+    ref = make_layer(mask, normalize=True, d_conv=3)
+    ref.load_state_dict({k: v.float() for k, v in layer.state_dict().items()})
+    assert_close(y, ref(x.float()))
+
+
 def test_user_mask_module_and_fixed_matrix():
     """A user's mask in a few lines: a causal sliding window of width 3, as a Dense matrix."""
     def window(x):
