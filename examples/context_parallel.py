@@ -119,6 +119,13 @@ def main():
     with torch.no_grad():
         t_fwd = timed(lambda: distributed(**mine), args.iters, device)
     t_step = timed(lambda: run(distributed, mine, weights), args.iters, device)
+
+    def alone(**kw):   # the same slice with no state passing: the cost floor
+        return ss.ssd(**kw, **options)
+
+    with torch.no_grad():
+        t_fwd_alone = timed(lambda: alone(**mine), args.iters, device)
+    t_step_alone = timed(lambda: run(alone, mine, weights), args.iters, device)
     if rank == 0:
         b, h, p, n = args.batch, args.heads, args.headdim, args.state
         state_bytes = b * h * (p * n + 1) * (8 if dtype == torch.float64 else 4)
@@ -127,6 +134,8 @@ def main():
               f"g={args.groups} T={world}x{T_r} chunk={args.chunk_size}")
         print(f"  per step, slowest rank: forward {1e3 * t_fwd:.2f} ms, "
               f"forward+backward {1e3 * t_step:.2f} ms ({args.iters} iterations)")
+        print(f"  the slice alone (semisep.ssd, no state passing): forward "
+              f"{1e3 * t_fwd_alone:.2f} ms, forward+backward {1e3 * t_step_alone:.2f} ms")
         print(f"  states sent per rank and direction: {state_bytes / 2**20:.2f} MiB "
               f"(each rank receives {world}x that), independent of T")
 
