@@ -1,20 +1,25 @@
 """The Triton backend: GPU kernels for the chunked SSD (forward and backward) and the decode step.
 
-Importing this package needs torch and triton; :data:`AVAILABLE` / :data:`UNAVAILABLE_REASON`
-say whether they imported.
+Nothing heavy happens at import: torch, triton and the kernels load on first use of
+:func:`ssd`, :func:`ssd_decode_step` or the backend's entry points.
+
+* :func:`ssd` - the chunked SSD in the ``ssd`` layout (differentiable, ``torch.compile``-able:
+  the ops ``semisep::ssd_chunked_fwd`` / ``semisep::ssd_chunked_bwd``).
+* :func:`ssd_decode_step` - one token, the state updated in place.
+* :class:`TritonBackend` - the registry entry ``"triton"``.
+* :mod:`.naive` - float64 torch references of the same semantics.
 """
 
 from __future__ import annotations
 
-try:
-    import torch  # noqa: F401
-    import triton  # noqa: F401
-except Exception as exc:  # pragma: no cover - depends on the install
-    AVAILABLE = False
-    UNAVAILABLE_REASON = f"torch and triton are needed ({exc.__class__.__name__}: {exc})"
-else:
-    AVAILABLE = True
-    UNAVAILABLE_REASON = None
-    from .ops import pick_config, ssd, ssd_decode_step, supports_reason  # noqa: F401
+from .backend import TritonBackend
 
-__all__ = ["AVAILABLE", "UNAVAILABLE_REASON", "ssd", "ssd_decode_step", "supports_reason"]
+__all__ = ["TritonBackend", "ssd", "ssd_decode_step", "supports_reason", "pick_config"]
+
+
+def __getattr__(name):
+    if name in ("ssd", "ssd_decode_step", "supports_reason", "pick_config"):
+        from . import ops
+
+        return getattr(ops, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

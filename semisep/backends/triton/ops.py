@@ -29,14 +29,21 @@ def _interpret() -> bool:
 
 
 def pick_config(p: int, n: int, chunk_size: Optional[int], dtype, kind: str = "fwd") -> dict:
-    """Block sizes and launch options for one call (``kind``: fwd, bwd1, bwd2)."""
+    """Block sizes and launch options for one call (``kind``: fwd, bwd).
+
+    Defaults from the H200 runs in benchmarks/NOTES.md: 4 warps; chunks of 64 for n <= 64
+    and of 32 above (register pressure). ``SEMISEP_TRITON_FWD`` / ``_BWD`` override any
+    field for experiments, e.g. ``"BP=32,num_warps=4"``.
+    """
     BN = max(16, triton.next_power_of_2(n))
     BP = max(16, min(64, triton.next_power_of_2(p)))
-    Q = chunk_size if chunk_size is not None else 64
-    num_warps = 8
-    cfg = dict(Q=Q, BP=BP, BN=BN, num_warps=num_warps, num_stages=2)
+    if chunk_size is not None:
+        Q = chunk_size
+    else:
+        Q = 64 if BN <= 64 else 32
+    cfg = dict(Q=Q, BP=BP, BN=BN, num_warps=4, num_stages=2)
     over = os.environ.get(f"SEMISEP_TRITON_{kind.upper()}")
-    if over:  # e.g. "BP=32,num_warps=4" (tuning experiments)
+    if over:
         for item in over.split(","):
             k, v = item.split("=")
             cfg[k.strip()] = int(v)
@@ -143,7 +150,7 @@ def _fwd(x, dtla, A, B, C, D, z, dt_bias, h0, seq_idx, has_dt, dt_softplus, chun
     # B, C share x's dtype inside the dots
     B = B.to(x.dtype)
     C = C.to(x.dtype)
-    cfg = pick_config(p, n, chunk_size, x.dtype, "fwd")
+    cfg = pick_config(p, n, None if chunk_size < 0 else chunk_size, x.dtype, "fwd")
     y = torch.empty_like(x)
     hT = torch.empty(b, h, p, n, device=x.device, dtype=torch.float32)
     d = _dummy(x)
@@ -190,7 +197,7 @@ def _bwd(dy, dhT, x, dtla, A, B, C, D, z, dt_bias, h0, seq_idx, has_dt, dt_softp
     Bx = B.to(x.dtype)
     Cx = C.to(x.dtype)
     dy = dy.contiguous()
-    cfg = pick_config(p, n, chunk_size, x.dtype, "bwd")
+    cfg = pick_config(p, n, None if chunk_size < 0 else chunk_size, x.dtype, "bwd")
     BP = cfg["BP"]
     npb = triton.cdiv(p, BP)
     f32 = dict(device=x.device, dtype=torch.float32)
@@ -333,7 +340,7 @@ torch.library.register_autograd("semisep::ssd_chunked_fwd", _backward, setup_con
 # ---------------------------------------------------------------------------
 
 def ssd(x, log_a=None, B=None, C=None, *, dt=None, A=None, D=None, z=None, dt_bias=None,
-        dt_softplus=False, initial_state=None, seq_idx=None, chunk_size=64,
+        dt_softplus=False, initial_state=None, seq_idx=None, chunk_size=None,
         return_final_state=False, final_state_dtype=None):
     """Chunked SSD on the Triton kernels (the ``ssd`` layout; see DESIGN.md and issue 5).
 
@@ -359,7 +366,7 @@ def ssd(x, log_a=None, B=None, C=None, *, dt=None, A=None, D=None, z=None, dt_bi
         seq_idx = seq_idx.to(torch.int32)
     y, hT = _op_fwd(x.contiguous(), dtla.contiguous(), _c(A), B.contiguous(), C.contiguous(),
                     _c(D), _c(z), _c(dt_bias), _c(initial_state), _c(seq_idx), has_dt,
-                    bool(dt_softplus), int(chunk_size))
+                    bool(dt_softplus), -1 if chunk_size is None else int(chunk_size))
     if not return_final_state:
         return y
     if final_state_dtype is not None:
