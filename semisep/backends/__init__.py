@@ -108,6 +108,10 @@ def select_backend(arrays, case: Case, backend: str | None = None) -> Backend:
 register(NumpyBackend())
 register(TorchBackend())
 
+from .triton.backend import TritonBackend  # noqa: E402  (lazy: imports no triton until used)
+
+register(TritonBackend())
+
 
 def backend_of(*arrays) -> Backend:
     """The backend whose primitives handle ``arrays`` (torch if any is a tensor, else numpy).

@@ -106,15 +106,15 @@ class TritonBackend(TorchBackend):
         return y, hT
 
 
-def _kernel_chunk(chunk_size) -> int:
+def _kernel_chunk(chunk_size):
     """The kernels' chunk: a power of two in [16, 64] (the result does not depend on it).
 
-    The library default (64) leaves the choice to the kernels (-1).
+    The library default (64) leaves the choice to the kernels (None).
     """
     if chunk_size == 64:
-        return -1
+        return None
     if chunk_size is None:
-        return -1       # the kernels' own choice
+        return None     # the kernels' own choice
     q = 16
     while q < chunk_size and q < 64:
         q *= 2
