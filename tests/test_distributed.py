@@ -8,6 +8,8 @@ this process.
 from __future__ import annotations
 
 import multiprocessing
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -57,6 +59,17 @@ def spawn(world: int, sizes: list, tmp_path: Path):
 @pytest.mark.parametrize("sizes", [[5, 12], [3, 9, 1, 7]], ids=["2 ranks", "4 ranks"])
 def test_matches_single_process(sizes, tmp_path):
     spawn(len(sizes), sizes, tmp_path)
+
+
+def test_example_runs_under_torchrun():
+    """examples/context_parallel.py as documented, small: its own check must pass."""
+    example = Path(__file__).parents[1] / "examples" / "context_parallel.py"
+    done = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone",
+                           "--nproc-per-node", "2", str(example), "--seq-per-rank", "40",
+                           "--chunk-size", "16", "--dtype", "float64", "--iters", "1"],
+                          capture_output=True, text=True, timeout=TIMEOUT_S)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "\n  ok (" in done.stdout, done.stdout
 
 
 def test_uninitialised_group_is_a_named_error():
