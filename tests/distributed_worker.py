@@ -246,6 +246,20 @@ def check_errors(rank, world, sizes):
     expect_error(rank, "local error", ValueError, wanted, lambda: call(bad_C=rank == last))
     expect_error(rank, "grad on some ranks", ValueError, "the inputs require grad",
                  lambda: call(grad=rank != last))
+    expect_error(rank, "empty slice", ValueError, f"got T = 0 on rank(s) [{last}]",
+                 lambda: ssdist.ssd(**ssd_inputs(0 if rank == last else 3, initial=False)))
+    expect_error(rank, "dtypes", ValueError, "x, B and C must have the same compute dtype",
+                 lambda: ssdist.ssd(**ssd_inputs(3, initial=False, dtype=torch.float32
+                                                 if rank == last else torch.float64)))
+    T, N = sizes[rank], 2
+    A = torch.rand(T, N, N) if rank == last else torch.rand(T)
+    expect_error(rank, "full A", ValueError, "M must have scalar or diagonal A" if rank == last
+                 else f"rank(s) [{last}] of the group rejected",
+                 lambda: ssdist.matmul(ss.SSS(A, torch.ones(T, N), torch.ones(T, N)),
+                                       torch.ones(T, 1)))
+    expect_error(rank, "first off rank 0", ValueError, "first holds the steps before",
+                 lambda: ssdist.previous_tokens(torch.ones(1, T, 2), 3,
+                                                first=torch.ones(1, 3, 2) if rank else None))
 
 
 def cases(rank, world, sizes):

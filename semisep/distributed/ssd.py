@@ -24,6 +24,8 @@ from __future__ import annotations
 
 import torch
 
+from .._checks import check_positive_int
+from ..algorithms import DEFAULT_CHUNK_SIZE, resolve_algorithm
 from ..backends import get_backend
 from ..ssd import check_ssd_args, scaled_inputs
 from ..ssd import ssd as local_ssd
@@ -101,6 +103,8 @@ def ssd(x, log_a=None, B=None, C=None, *, group=None, chunk_size: int | None = N
                                 f"torch.distributed), got {type(value).__name__}")
         b, T, h, p = x.shape
         g, n = B.shape[2], B.shape[3]
+        resolve_algorithm(algorithm, "scalar", T, DEFAULT_CHUNK_SIZE if chunk_size is None
+                          else check_positive_int("chunk_size", chunk_size))
         be = get_backend("torch")
         dtype = be.compute_dtype(be.result_dtype(x, B, C))
         code = dtype_code(dtype)
@@ -121,8 +125,9 @@ def ssd(x, log_a=None, B=None, C=None, *, group=None, chunk_size: int | None = N
     keep = None
     if seq_idx is not None:   # a new sequence at this slice's first step drops the incoming state
         last = all_gather(seq_idx[:, -1].to(torch.int64), group, world)
-        keep = (seq_idx[:, 0] == last[rank - 1]) if rank > 0 else torch.ones_like(last[0], dtype=torch.bool)
-        keep = keep.to(S.dtype)[:, None]
+        keep = torch.ones(b, 1, dtype=S.dtype, device=S.device)
+        if rank > 0:
+            keep = (seq_idx[:, :1] == last[rank - 1][:, None]).to(S.dtype)
         decay = decay * keep
     init = None if initial_state is None else initial_state.to(S.dtype)
     h_in = incoming_states(S, decay[..., None, None], init, group, rank, world)
