@@ -74,13 +74,13 @@ def add(M1: SSS, M2, *, sign: float = 1.0):
     C = ws.result(be.concat([C1, C2], axis=-1))
     if "full" in (M1.structure, M2.structure):
         A = block_diagonal(be, ws.full_A(M1), ws.full_A(M2))
-        return SSS(ws.result(A), B, C, structure="full")
+        return SSS(A, B, C, structure="full")
     if M1.log_a is not None and M2.log_a is not None:
         log_a = be.concat([ws.decays(M1), ws.decays(M2)], axis=-1)
-        return SSS.from_log(ws.result(log_a), B, C, structure="diagonal")
+        return SSS.from_log(log_a, B, C, structure="diagonal")
     A = be.concat([ws.batched(M.A if M.structure == "diagonal" else M.A[..., None],
                               (M.seq_len, M.state_size)) for M in (M1, M2)], axis=-1)
-    return SSS(ws.result(A), B, C, structure="diagonal")
+    return SSS(A, B, C, structure="diagonal")
 
 
 def multiply(M1: SSS, M2):
@@ -120,7 +120,7 @@ def multiply(M1: SSS, M2):
     d2 = be.sum(C2 * B2, axis=-1)
     B = be.concat([B1 * d2[..., None], B2], axis=-1)
     C = be.concat([C1, 0 * C2], axis=-1)
-    return SSS(ws.result(A), ws.result(B), ws.result(C), structure="full")
+    return SSS(A, ws.result(B), ws.result(C), structure="full")
 
 
 def scale(M: SSS, alpha) -> SSS:

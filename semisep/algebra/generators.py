@@ -2,10 +2,12 @@
 
 Every operation reads its operands through a :class:`Workspace`: one backend
 (chosen as everywhere in semisep, see :mod:`semisep.backends`), one compute
-dtype, the batch dimensions broadcast, arrays never modified in place. Results
-are stored in the operands' result dtype (what ``M.dtype`` reports), so a
-float32 product of float32 matrices stays float32; the arithmetic runs in the
-compute dtype (float32 for half-precision inputs).
+dtype, the batch dimensions broadcast, arrays never modified in place. The
+arithmetic runs in the compute dtype (float32 for half-precision inputs); the
+new B and C are stored in the operands' result dtype (what ``M.dtype``
+reports), so a float32 product of float32 matrices stays float32, and a new A
+in the compute dtype (transitions lose most to rounding: half-precision
+layers keep them in float32 too).
 """
 
 from __future__ import annotations
@@ -73,7 +75,7 @@ class Workspace:
         return self.be.cast(self.be.asarray(x, like=self.like), self.dtype)
 
     def result(self, x) -> Array:
-        """``x`` in the result dtype, for storing in an output SSS."""
+        """``x`` in the result dtype, for storing as B or C of an output SSS."""
         return self.be.cast(x, self.out_dtype)
 
     def batched(self, x, core: tuple) -> Array:
@@ -130,4 +132,4 @@ def stack_steps(ws: Workspace, As, Bs, Cs) -> SSS:
                   for a in As], axis=-3)
     B = be.stack([be.pad(b, axis=-1, after=N - b.shape[-1]) for b in Bs], axis=-2)
     C = be.stack([be.pad(c, axis=-1, after=N - c.shape[-1]) for c in Cs], axis=-2)
-    return SSS(ws.result(A), ws.result(B), ws.result(C), structure="full")
+    return SSS(A, ws.result(B), ws.result(C), structure="full")

@@ -141,4 +141,4 @@ def inverse(M: SSS) -> SSS:
     B_new = be.concat([be.zeros(ws.batch + (T, N), like=A), be.ones(ws.batch + (T, 1), like=A)],
                       axis=-1)
     C_new = be.concat([-CA, 1 / d[..., None]], axis=-1)
-    return SSS(ws.result(A_new), ws.result(B_new), ws.result(C_new), structure="full")
+    return SSS(A_new, ws.result(B_new), ws.result(C_new), structure="full")
