@@ -7,8 +7,10 @@ In index form ``Y[t, p] = sum_s L[t, s] (sum_n Q[t, n] K[s, n]) V[s, p]``, the
   O(T S (N + P)) work, O(T S) memory; uses only ``L.to_dense()``.
 * **linear**: ``Z = V (x) K`` (``S x P x N``), ``H = L @ Z`` by the mask's own
   fast product along ``S`` (``P N`` columns), ``Y[t, p] = sum_n Q[t, n] H[t, p, n]``:
-  O((S + T) P N) work plus the mask's product on ``P N`` columns, O((S + T) P N)
-  memory.
+  O((S + T) P N) work plus the mask's product on ``P N`` columns. The columns
+  of V are taken in groups so that ``Z`` and ``H`` hold about
+  :data:`LINEAR_BLOCK` entries at a time: extra memory O(max(T, S) N g) for
+  groups of ``g`` columns, not O((S + T) P N).
 
 ``algorithm="auto"`` compares the two estimates (:func:`resolve_sma_algorithm`).
 """
@@ -16,6 +18,7 @@ In index form ``Y[t, p] = sum_s L[t, s] (sum_n Q[t, n] K[s, n]) V[s, p]``, the
 from __future__ import annotations
 
 import contextlib
+import math
 
 from ._checks import as_array, broadcast_batch, check_min_ndim, is_torch, shape_str
 from .algorithms import DEFAULT_CHUNK_SIZE
@@ -26,6 +29,9 @@ from .oness import OneSS
 from .sss import SSS
 
 ALGORITHMS = ("auto", "linear", "quadratic")
+
+#: Entries of ``Z = V (x) K`` the linear algorithm forms per pass (4 MiB in float32).
+LINEAR_BLOCK = 2**20
 
 
 class ComplexMaskError(TypeError):
@@ -126,14 +132,35 @@ def _in_dtype(be, x, dtype):
     return be.cast(x, be.complex_dtype(dtype) if be.is_complex(x) else dtype)
 
 
+def value_group(batch: int, T: int, S: int, N: int, P: int) -> int:
+    """How many columns of V the linear algorithm takes per pass.
+
+    ``g`` columns hold ``Z`` and ``H`` of ``batch * max(T, S) * g * N`` entries;
+    ``g`` is the largest that keeps that near :data:`LINEAR_BLOCK` (at least 1).
+    """
+    return max(1, min(P, LINEAR_BLOCK // max(1, batch * max(T, S) * N)))
+
+
 def linear(be, L, Q, K, V):
-    """``Y`` by the linear algorithm (module docstring); arrays already in the compute dtype."""
-    P, N = V.shape[-1], K.shape[-1]
-    Z = V[..., :, :, None] * K[..., :, None, :]                  # (..., S, P, N)
-    H = L.matmul(Z.reshape(Z.shape[:-2] + (P * N,)))
-    H = _in_dtype(be, be.asarray(H, like=Q), Q.dtype)
-    H = H.reshape(H.shape[:-1] + (P, N))
-    return be.einsum("...tn,...tpn->...tp", be.cast(Q, H.dtype), H)
+    """``Y`` by the linear algorithm (module docstring); arrays already in the compute dtype.
+
+    The columns of V are independent, so they are taken in groups of
+    :func:`value_group`: ``Z`` and ``H`` then stay near :data:`LINEAR_BLOCK`
+    entries, in cache, instead of ``T P N``.
+    """
+    T, (S, P), N = Q.shape[-2], V.shape[-2:], K.shape[-1]
+    batch = be.broadcast_shapes(tuple(L.shape[:-2]), tuple(Q.shape[:-2]), tuple(K.shape[:-2]),
+                                tuple(V.shape[:-2]))
+    g = value_group(math.prod(batch), T, S, N, P)
+    outs = []
+    for start in range(0, P, g):
+        part = V[..., start:start + g]
+        Z = part[..., :, :, None] * K[..., :, None, :]             # (..., S, g, N)
+        H = L.matmul(Z.reshape(Z.shape[:-2] + (part.shape[-1] * N,)))
+        H = _in_dtype(be, be.asarray(H, like=Q), Q.dtype)
+        H = H.reshape(H.shape[:-1] + (part.shape[-1], N))
+        outs.append(be.einsum("...tn,...tpn->...tp", be.cast(Q, H.dtype), H))
+    return outs[0] if len(outs) == 1 else be.concat(outs, axis=-1)
 
 
 def scores(be, L, Q, K):
@@ -202,7 +229,8 @@ def sma(Q, K, V, L, *, algorithm: str = "auto", allow_complex: bool = False,
     Notes
     -----
     Costs: linear O((S + T) P N) plus the mask's product on ``P N`` columns
-    (a cumsum, scan or FFT), memory O((S + T) P N); quadratic O(T S (N + P)),
+    (a blocked cumsum, scan or FFT), extra memory about :data:`LINEAR_BLOCK`
+    entries (more when one column of V needs more); quadratic O(T S (N + P)),
     memory O(T S). Half-precision inputs are computed in float32. Gradients
     flow (torch) to Q, K, V and to the mask's own tensors (Toeplitz ``alpha``,
     Decay ``gamma``, OneSS ``a``).

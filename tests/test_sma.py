@@ -1,5 +1,7 @@
 """sma and masked: linear == quadratic == the float64 dense definition, for every mask."""
 
+import importlib
+
 import numpy as np
 import pytest
 import torch
@@ -71,6 +73,17 @@ def test_heads_and_groups_broadcast():
     expected = sma_definition(Q, K, V, definition(L))
     for algorithm in ("linear", "quadratic"):
         assert_close(ss.sma(Q, K, V, L, algorithm=algorithm), expected)
+
+
+def test_linear_in_groups_of_value_columns(monkeypatch):
+    """With a tiny LINEAR_BLOCK the columns of V run one or two at a time: same result."""
+    rng = np.random.default_rng(0)
+    Q, K, V = operands(rng, (2,), 20, 20, 3, 5, torch.tensor)
+    L = Decay(torch.tensor([0.5, 0.9]), 20)
+    expected = sma_definition(Q, K, V, definition(L))
+    for block in (1, 2 * 20 * 3 * 2):
+        monkeypatch.setattr(importlib.import_module("semisep.sma"), "LINEAR_BLOCK", block)
+        assert_close(ss.sma(Q, K, V, L, algorithm="linear"), expected)
 
 
 # -- the automatic choice -------------------------------------------------------------------
