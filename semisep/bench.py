@@ -10,7 +10,8 @@ row per backend, algorithm and T) and ``DIR/NAME.png`` (time against T, log-log,
 one line per algorithm and backend; needs matplotlib).
 
 Each time is the fastest of a few runs after a warm-up (noise on a shared
-machine only ever adds time), forward only, without autograd. The quadratic
+machine only ever adds time; slow cells get fewer runs), forward only,
+without autograd. The quadratic
 algorithm materializes ``T x T`` matrices per head, so it runs only up to
 ``--quadratic-max-T``; a cell that cannot run says why in its row.
 """
@@ -83,12 +84,18 @@ def _synchronize(device: str):
         torch.cuda.synchronize()
 
 
-def best_seconds(fn, repeat: int, device: str) -> float:
-    """The fastest of ``repeat`` timed calls of ``fn`` after one warm-up call."""
+def best_seconds(fn, repeat: int, device: str, budget: float = 2.0) -> float:
+    """The fastest of up to ``repeat`` timed calls of ``fn`` after one warm-up call.
+
+    Calls slow enough that ``repeat`` of them would pass ``budget`` seconds are
+    timed fewer times (at least once), so a slow cell does not stall the suite.
+    """
+    start = time.perf_counter()
     fn()
     _synchronize(device)
+    warm = time.perf_counter() - start
     best = float("inf")
-    for _ in range(repeat):
+    for _ in range(max(1, min(repeat, int(budget / max(warm, 1e-9))))):
         start = time.perf_counter()
         fn()
         _synchronize(device)
