@@ -213,7 +213,7 @@ class MaskedAttention(nn.Module):
         else:
             log_a = self.mask.log_decays(x)
             if seq_idx is not None:   # a reset (a = 0) where each packed sequence starts
-                starts = segment_ids(seq_idx).diff(dim=1, prepend=seq_idx.new_zeros(b, 1)) > 0
+                starts = torch.nn.functional.pad(seq_idx[:, 1:] != seq_idx[:, :-1], (1, 0))
                 log_a = log_a.masked_fill(starts[:, None], float("-inf"))
             if cache is None and not return_cache:
                 Y = sma(Q, K, V, OneSS.from_log(log_a), algorithm=self.algorithm)

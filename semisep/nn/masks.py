@@ -8,7 +8,8 @@ an :class:`~semisep.SSS` or a user's own object with the matrix protocol.
 
 A mask module is *recurrent* when it also has ``log_decays(x)``, returning
 log-decays ``(batch, n_heads or 1, T)`` whose 1-SS matrix
-``OneSS.from_log(log_decays(x))`` is its mask. Then the layer can decode token
+``OneSS.from_log(log_decays(x))`` is its mask, the decay at token ``t``
+depending on ``x_t`` alone (decoding sees one token at a time). Then the layer can decode token
 by token (the dual SSM ``SSS.from_log(log_a, K, Q)`` carries the state) and
 pack sequences (a ``-inf`` log-decay at each start).
 
