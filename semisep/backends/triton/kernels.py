@@ -276,9 +276,10 @@ def ssd_bwd_fwdsweep_kernel(
             dD_acc += tl.sum(dyp * x.to(tl.float32), axis=0)
         dyc = dyp.to(dtype)
         M = tl.dot(dyc, tl.trans(xs), input_precision=PREC)
-        dC = tl.dot((M * L).to(dtype), Bt, input_precision=PREC)
-        dC += tl.dot(dyc, S.to(dtype), input_precision=PREC) * e_in[:, None]
-        r1 = tl.sum(dC * Ct.to(tl.float32), axis=1)
+        dCs = tl.dot(dyc, S.to(dtype), input_precision=PREC) * e_in[:, None]
+        dC = tl.dot((M * L).to(dtype), Bt, input_precision=PREC) + dCs
+        # r1off_i = dy_i . (exp(l_i) S_in C_i): the pairs (earlier chunk, i)
+        r1 = tl.sum(dCs * Ct.to(tl.float32), axis=1)
         tl.store(dC_base + t[:, None] * (H * N) + offs_n[None, :], dC, mask=m_tn)
         tl.store(r_base + t, r1, mask=mask_t)
         to_end = tl.exp2((tot - hi.to(tl.float64)).to(tl.float32) - lo)
@@ -380,17 +381,25 @@ def ssd_bwd_revsweep_kernel(
         Mt = tl.dot(xs, tl.trans(dyc), input_precision=PREC)  # Mt[j, i] = dy_i . xs_j
         to_end = tl.exp2((tot - hi.to(tl.float64)).to(tl.float32) - lo)
         dSc = dS.to(dtype)
-        dxs = tl.dot((Gt * Lt).to(dtype), dyc, input_precision=PREC)
-        dxs += tl.dot(Bt, tl.trans(dSc), input_precision=PREC) * to_end[:, None]
+        GL = Gt * Lt
+        dxs_st = tl.dot(Bt, tl.trans(dSc), input_precision=PREC) * to_end[:, None]
+        dxs = tl.dot(GL.to(dtype), dyc, input_precision=PREC) + dxs_st
         dB = tl.dot((Mt * Lt).to(dtype), Ct, input_precision=PREC)
         dB += tl.dot(xs, dSc, input_precision=PREC) * to_end[:, None]
         xf = x.to(tl.float32)
         q = tl.sum(dxs * xf, axis=1)
         tl.store(q_base + t, q, mask=mask_t)
-        r1 = tl.load(r_base + t, mask=mask_t, other=0.0)
+        # log-decay gradient, chunk-local: pairs (j < t <= i) inside the chunk from the fp32
+        # tile P^T[j, i] = G_ij L_ij M_ij (strictly lower: the diagonal crosses nothing),
+        # plus the pairs that enter (r1off) or leave (r2off) the chunk, plus <dS_out, S_out>
+        Pt = tl.where(offs_q[None, :] > offs_q[:, None], GL * Mt, 0.0)
+        rowP = tl.sum(Pt, axis=0)
+        colP = tl.sum(Pt, axis=1)
+        r2off = tl.sum(xs.to(tl.float32) * dxs_st, axis=1)
+        r1off = tl.load(r_base + t, mask=mask_t, other=0.0)
         S_out = tl.load(st_last - i * (P * N) + st_loc, mask=st_mask, other=0.0).to(tl.float32)
         cross = tl.sum(tl.sum(dS * S_out, axis=1), axis=0)
-        suf = tl.cumsum(r1 - q * dtv, axis=0, reverse=True)
+        suf = tl.cumsum(rowP - colP + r1off - r2off, axis=0, reverse=True)
         tl.store(dla_base + t, suf + cross, mask=mask_t)
         tl.store(dB_base + t[:, None] * (H * N) + offs_n[None, :], dB, mask=m_tn)
         dx = dxs * dtv[:, None]
