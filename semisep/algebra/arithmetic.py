@@ -1,13 +1,11 @@
 """Sums, differences, products and scalings of SSS matrices, each an SSS matrix.
 
-=======================  ===========  ======================================  ===========
-operation                state size   structure of A                          cost
-=======================  ===========  ======================================  ===========
-``M1 + M2``, ``M1 - M2`` ``N1 + N2``  diagonal if neither is full, else full  O(T N^2)
-``M1 @ M2``              ``N1 + N2``  full (block upper triangular)           O(T N^2)
-``alpha * M``            ``N``        kept (A and B untouched)                O(T N)
-``diag_scale(M, l, r)``  ``N``        kept (A untouched)                      O(T N)
-=======================  ===========  ======================================  ===========
+| operation | state size | structure of A | cost |
+|---|---|---|---|
+| `M1 + M2`, `M1 - M2` | `N1 + N2` | diagonal if neither is full, else full | O(T N^2) |
+| `M1 @ M2` | `N1 + N2` | full (block upper triangular) | O(T N^2) |
+| `alpha * M` | `N` | kept (A and B untouched) | O(T N) |
+| `diag_scale(M, l, r)` | `N` | kept (A untouched) | O(T N) |
 
 Here ``N = N1 + N2`` in the costs; scalar and diagonal operands are expanded to
 full ``N x N`` transitions only when the result is full. The sum of two
