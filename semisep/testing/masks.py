@@ -37,8 +37,9 @@ except ImportError:  # hypothesis is a test extra; the mixin works without it
 
 def _dtype_object(backend: str, dtype: str, complex_: bool = False):
     """The numpy or torch dtype named ``dtype`` (its complex counterpart with ``complex_``)."""
-    name = {"float32": "complex64", "float64": "complex128"}.get(dtype, "complex64") \
-        if complex_ else dtype
+    name = dtype
+    if complex_:
+        name = "complex128" if dtype == "float64" else "complex64"
     if backend == "torch":
         import torch
 
@@ -105,6 +106,7 @@ def masks(*, kinds=REAL_KINDS, T=None, batch_shape=None, backend: str = "numpy",
     """
     if st is None:
         raise ImportError("semisep.testing.masks needs hypothesis (pip install 'semisep[test]')")
+    _convert(np.zeros(1), backend, dtype)        # the same checks of backend and dtype
     names = kinds if isinstance(kinds, st.SearchStrategy) else tuple(kinds)
     if not isinstance(names, st.SearchStrategy):
         unknown = [k for k in names if k not in KINDS]
