@@ -10,6 +10,7 @@ from __future__ import annotations
 import multiprocessing
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import numpy as np
@@ -43,8 +44,9 @@ def spawn(world: int, sizes: list, tmp_path: Path):
              for rank in range(world)]
     for proc in procs:
         proc.start()
+    deadline = time.monotonic() + TIMEOUT_S
     for proc in procs:
-        proc.join(TIMEOUT_S)
+        proc.join(max(0.0, deadline - time.monotonic()))
     hung = [rank for rank, proc in enumerate(procs) if proc.is_alive()]
     for rank in hung:
         procs[rank].kill()
