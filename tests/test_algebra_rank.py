@@ -142,11 +142,20 @@ def test_duality_masked_oness_compresses_to_N():
     T, N = 12, 3
     a = rng.uniform(-1, 1, T)
     B, C = rng.normal(size=(T, N)), rng.normal(size=(T, N))
+    expected = dense_reference(a, B, C, structure="scalar")
     W = masked(ss.OneSS(a), C, B)
     assert ss.semiseparable_rank(W.to_dense()) == N
     F = ss.SSS.from_dense(W.to_dense())
     assert F.state_size == N
-    assert_close(F.to_dense(), dense_reference(a, B, C, structure="scalar"), rtol=1e-9)
+    assert_close(F.to_dense(), expected, rtol=1e-9)
+    # a redundant 2N-dimensional masked form of the same matrix compresses back to N
+    Q2, K2 = np.concatenate([C, C], axis=-1), np.concatenate([B, 0 * B], axis=-1)
+    W2 = masked(ss.OneSS(a), Q2, K2)
+    assert ss.SSS.from_dense(W2.to_dense()).state_size == N
+    if hasattr(W2, "to_sss"):
+        small = W2.to_sss().compress()
+        assert W2.to_sss().state_size == 2 * N and small.state_size == N
+        assert_close(small.to_dense(), expected, rtol=1e-9)
 
 
 def test_bad_input_names_the_argument():
