@@ -1,0 +1,69 @@
+"""``torch.compile`` over the torch-backend paths of ``SSS.matmul`` and ``ssd`` (CPU).
+
+``fullgraph=True`` makes any graph break an error, so these tests show that
+Dynamo traces the whole product (argument checks, backend selection, the
+algorithm) into one graph. The ``aot_eager`` backend runs AOTAutograd on that
+graph (functionalization, the joint forward/backward graph) without Inductor's
+C++ code generation, which costs 30 to 50 s per function on a cold cache on a
+2-core machine and is torch's own code, not semisep's.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+import semisep as ss  # noqa: E402
+from semisep.testing import assert_close, dense_reference  # noqa: E402
+
+T, N, P, Q = 37, 4, 3, 8        # T not a multiple of the chunk size
+
+
+def _compile(fn):
+    torch._dynamo.reset()
+    return torch.compile(fn, backend="aot_eager", fullgraph=True)
+
+
+def test_sss_matmul_compiles_forward_and_backward():
+    gen = torch.Generator().manual_seed(0)
+    log_a = -torch.rand(2, T, generator=gen, dtype=torch.float64)
+    log_a[1, 20] = -torch.inf                                # a reset
+    B, C = torch.randn(2, T, N, generator=gen, dtype=torch.float64), torch.randn(
+        2, T, N, generator=gen, dtype=torch.float64)
+    x = torch.randn(2, T, P, generator=gen, dtype=torch.float64)
+
+    def product(log_a, B, C, x):
+        return ss.SSS.from_log(log_a, B, C).matmul(x, algorithm="chunked", chunk_size=Q,
+                                                   backend="torch")
+
+    leaves = [v.clone().requires_grad_() for v in (log_a, B, C, x)]
+    y = _compile(product)(*leaves)
+    assert_close(y.detach(), dense_reference(log_a, B, C, log=True) @ x.numpy())
+    y.square().sum().backward()
+    eager = [v.clone().requires_grad_() for v in (log_a, B, C, x)]
+    product(*eager).square().sum().backward()
+    for got, want in zip(leaves, eager):
+        assert torch.isfinite(got.grad).all()
+        assert_close(got.grad, want.grad)
+
+
+def test_ssd_compiles_with_mamba2_arguments():
+    gen = torch.Generator().manual_seed(1)
+    b, h, p, g, n = 2, 4, 3, 2, 4
+    x = torch.randn(b, T, h, p, generator=gen)
+    dt = torch.rand(b, T, h, generator=gen)
+    A = -torch.rand(h, generator=gen)
+    B, C = torch.randn(b, T, g, n, generator=gen), torch.randn(b, T, g, n, generator=gen)
+    D, z = torch.randn(h, generator=gen), torch.randn(b, T, h, p, generator=gen)
+    h0 = torch.randn(b, h, p, n, generator=gen)
+
+    def mixer(x, dt, B, C):
+        return ss.ssd(x, None, B, C, dt=dt, A=A, D=D, z=z, initial_state=h0, chunk_size=Q,
+                      return_final_state=True, backend="torch")
+
+    y, state = _compile(mixer)(x, dt, B, C)
+    y_eager, state_eager = mixer(x, dt, B, C)
+    assert y.dtype == torch.float32 and y.shape == x.shape
+    assert_close(y, y_eager.double())
+    assert_close(state, state_eager.double())
