@@ -120,7 +120,9 @@ def test_tolerance_semantics():
     assert ss.semiseparable_rank(np.zeros((4, 4))) == 0
     F = ss.SSS.from_dense(D, rtol=1e-2)
     assert F.state_size == ss.semiseparable_rank(D, rtol=1e-2)
-    assert ss.SSS.from_dense(np.zeros((3, 3))).state_size == 0
+    zero = ss.SSS.from_dense(np.zeros((3, 3)))
+    assert zero.state_size == 0 and zero.rank() == 0 and zero.compress().state_size == 0
+    assert not np.any(zero.to_dense())
 
 
 def test_batched_ranks_are_per_matrix():

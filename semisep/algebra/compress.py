@@ -107,7 +107,8 @@ def hankel_singular_values(ws: Workspace, steps) -> list:
 
 def s_max(singular_values) -> np.ndarray:
     """The largest singular value over the cuts, per matrix of the batch."""
-    return np.max(np.stack([s[..., 0] for s in singular_values], axis=-1), axis=-1)
+    return np.max(np.stack([np.max(s, axis=-1, initial=0.0) for s in singular_values], axis=-1),
+                  axis=-1)
 
 
 def compress(M: SSS, *, rtol=None, atol=None) -> SSS:

@@ -17,9 +17,6 @@ from ..backends import Case, select_backend
 from ..backends.base import Array
 from ..sss import SSS
 
-_CORE = {"scalar": 1, "diagonal": 2, "full": 3}
-
-
 def as_sss(M) -> SSS | None:
     """``M`` as an :class:`SSS`: itself, the SSS form of a matrix with ``as_sss()`` (OneSS), else None."""
     if isinstance(M, SSS):
