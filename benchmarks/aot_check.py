@@ -14,7 +14,7 @@ from semisep.backends.triton import kernels as K
 opts = dict(BP=64, BN=64, Q=64, num_warps=4, num_stages=2, dtype="bf16")
 for a in sys.argv[1:]:
     k, v = a.split("=")
-    opts[k] = v if k == "dtype" else int(v)
+    opts[k] = v if k in ("dtype", "only") else int(v)
 dt = opts["dtype"]
 target = GPUTarget("cuda", 90, 32)
 
@@ -51,6 +51,17 @@ kernels = {
                   seq_ptr="*i32", dy_ptr=P, dhT_ptr=F, dx_ptr=P, dB_ptr=F, r2_ptr=F, q_ptr=F,
                   dh0_ptr=F),
              dict(HAS_DHT=False, STORE_DH0=False)),
+    "states_fwd": (K.ssd_states_fwd_kernel,
+                   dict(x_ptr=P, dt_ptr=F, A_ptr=F, dtb_ptr=F, B_ptr=P, h0_ptr=F, seq_ptr="*i32",
+                        st_ptr=P), dict(HAS_H0=False)),
+    "states_bwd": (K.ssd_states_bwd_kernel,
+                   dict(dy_ptr=P, z_ptr=P, dt_ptr=F, A_ptr=F, dtb_ptr=F, C_ptr=P, seq_ptr="*i32",
+                        dhT_ptr=F, dst_ptr=P, dh0_ptr=F),
+                   dict(HAS_DHT=False, STORE_DH0=False)),
+    "bwd_chunk": (K.ssd_bwd_chunk_kernel,
+                  dict(x_ptr=P, dt_ptr=F, A_ptr=F, dtb_ptr=F, B_ptr=P, C_ptr=P, D_ptr=F, z_ptr=P,
+                       seq_ptr="*i32", dy_ptr=P, st_ptr=P, dst_ptr=P, dx_ptr=P, dz_ptr=P,
+                       dB_ptr=F, dC_ptr=F, dla_ptr=F, q_ptr=F, dD_ptr=F), {}),
 }
 def resource_report(cubin):
     import os
@@ -67,8 +78,11 @@ def resource_report(cubin):
     return ("regs=%s stack=%s local=%s" % (m.group(1), m.group(2), m.group(4))) if m else txt[-300:]
 
 
-ints = {"T", "H", "G", "P", "N", "NPB"}
+ints = {"T", "H", "G", "P", "N", "NPB", "HPP"}
+only = [k for k in opts.get("only", "").split("+") if k] if isinstance(opts.get("only"), str) else []
 for name, (fn, ptrs, extra) in kernels.items():
+    if only and name not in only:
+        continue
     flags = {k: v for k, v in {**common_flags, **extra}.items() if k in fn.arg_names}
     sig = sig_of(fn, ptrs, ints)
     div = {"T", "H", "P", "N"}

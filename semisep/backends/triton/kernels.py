@@ -470,3 +470,260 @@ def ssd_decode_kernel(
         zz = tl.load(z_ptr + xo, mask=mask_p, other=0.0).to(tl.float32)
         y = y * zz * tl.sigmoid(zz)
     tl.store(y_ptr + xo, y.to(y_ptr.dtype.element_ty), mask=mask_p)
+
+
+# ---------------------------------------------------------------------------
+# backward, version 2: two light sweeps (states, adjoint states) + one parallel chunk kernel
+# ---------------------------------------------------------------------------
+
+@triton.jit
+def ssd_states_fwd_kernel(
+    x_ptr, dt_ptr, A_ptr, dtb_ptr, B_ptr, h0_ptr, seq_ptr, st_ptr,
+    T, H, G, P, N,
+    HAS_DT: tl.constexpr, DT_SOFTPLUS: tl.constexpr, HAS_DTB: tl.constexpr,
+    HAS_H0: tl.constexpr, HAS_SEQ: tl.constexpr,
+    Q: tl.constexpr, BP: tl.constexpr, BN: tl.constexpr, PREC: tl.constexpr,
+    CLAMP_C: tl.constexpr,
+):
+    """The state entering each chunk, ``st[b, h, c] = S_in(c)`` (p, n), by one forward sweep."""
+    pid_p = tl.program_id(0)
+    pid_bh = tl.program_id(1)
+    b = pid_bh // H
+    h = pid_bh % H
+    grp = h // (H // G)
+    b64 = b.to(tl.int64)
+    offs_q = tl.arange(0, Q)
+    offs_p = pid_p * BP + tl.arange(0, BP)
+    offs_n = tl.arange(0, BN)
+    mask_p = offs_p < P
+    mask_n = offs_n < N
+    dtype = x_ptr.dtype.element_ty
+    x_base = x_ptr + (b64 * T * H + h) * P
+    B_base = B_ptr + (b64 * T * G + grp) * N
+    st_mask = mask_p[:, None] & mask_n[None, :]
+    NC = tl.cdiv(T, Q)
+    st_cur = st_ptr + (b64 * H + h) * NC * P * N
+    st_loc = offs_p[:, None] * N + offs_n[None, :]
+    if HAS_H0:
+        S = tl.load(h0_ptr + ((b64 * H + h) * P) * N + st_loc, mask=st_mask,
+                    other=0.0).to(tl.float32)
+    else:
+        S = tl.zeros((BP, BN), dtype=tl.float32)
+    for c in range(0, NC):
+        t = c * Q + offs_q.to(tl.int64)
+        mask_t = t < T
+        dtv, la2, hi, lo, tot = _chunk_decays(dt_ptr, A_ptr, dtb_ptr, seq_ptr, b64, h, H, T, t,
+                                              HAS_DT, DT_SOFTPLUS, HAS_DTB, HAS_SEQ, CLAMP_C)
+        tl.store(st_cur + st_loc, S.to(st_ptr.dtype.element_ty), mask=st_mask)
+        st_cur += P * N
+        x = tl.load(x_base + t[:, None] * (H * P) + offs_p[None, :],
+                    mask=mask_t[:, None] & mask_p[None, :], other=0.0)
+        Bt = tl.load(B_base + t[:, None] * (G * N) + offs_n[None, :],
+                     mask=mask_t[:, None] & mask_n[None, :], other=0.0)
+        to_end = tl.exp2((tot - hi.to(tl.float64)).to(tl.float32) - lo)
+        xd = (x.to(tl.float32) * (dtv * to_end)[:, None]).to(dtype)
+        S = S * tl.exp2(tot.to(tl.float32)) + tl.dot(tl.trans(xd), Bt, input_precision=PREC)
+
+
+@triton.jit
+def ssd_states_bwd_kernel(
+    dy_ptr, z_ptr, dt_ptr, A_ptr, dtb_ptr, C_ptr, seq_ptr, dhT_ptr, dst_ptr, dh0_ptr,
+    T, H, G, P, N,
+    HAS_DT: tl.constexpr, DT_SOFTPLUS: tl.constexpr, HAS_DTB: tl.constexpr,
+    HAS_Z: tl.constexpr, HAS_SEQ: tl.constexpr, HAS_DHT: tl.constexpr, STORE_DH0: tl.constexpr,
+    Q: tl.constexpr, BP: tl.constexpr, BN: tl.constexpr, PREC: tl.constexpr,
+    CLAMP_C: tl.constexpr,
+):
+    """The adjoint state leaving each chunk, ``dst[b, h, c] = dS_out(c)``, by one reverse sweep."""
+    pid_p = tl.program_id(0)
+    pid_bh = tl.program_id(1)
+    b = pid_bh // H
+    h = pid_bh % H
+    grp = h // (H // G)
+    b64 = b.to(tl.int64)
+    offs_q = tl.arange(0, Q)
+    offs_p = pid_p * BP + tl.arange(0, BP)
+    offs_n = tl.arange(0, BN)
+    mask_p = offs_p < P
+    mask_n = offs_n < N
+    dtype = C_ptr.dtype.element_ty
+    dy_base = dy_ptr + (b64 * T * H + h) * P
+    z_base = z_ptr + (b64 * T * H + h) * P
+    C_base = C_ptr + (b64 * T * G + grp) * N
+    st_mask = mask_p[:, None] & mask_n[None, :]
+    NC = tl.cdiv(T, Q)
+    st_loc = offs_p[:, None] * N + offs_n[None, :]
+    dst_cur = dst_ptr + (b64 * H + h) * NC * P * N + (b64 * 0 + NC - 1) * P * N
+    if HAS_DHT:
+        dS = tl.load(dhT_ptr + ((b64 * H + h) * P) * N + st_loc, mask=st_mask,
+                     other=0.0).to(tl.float32)
+    else:
+        dS = tl.zeros((BP, BN), dtype=tl.float32)
+    for i in range(0, NC):
+        c = NC - 1 - i
+        t = c * Q + offs_q.to(tl.int64)
+        mask_t = t < T
+        dtv, la2, hi, lo, tot = _chunk_decays(dt_ptr, A_ptr, dtb_ptr, seq_ptr, b64, h, H, T, t,
+                                              HAS_DT, DT_SOFTPLUS, HAS_DTB, HAS_SEQ, CLAMP_C)
+        tl.store(dst_cur + st_loc, dS.to(dst_ptr.dtype.element_ty), mask=st_mask)
+        dst_cur -= P * N
+        m_tp = mask_t[:, None] & mask_p[None, :]
+        dy = tl.load(dy_base + t[:, None] * (H * P) + offs_p[None, :], mask=m_tp,
+                     other=0.0).to(tl.float32)
+        if HAS_Z:
+            zz = tl.load(z_base + t[:, None] * (H * P) + offs_p[None, :], mask=m_tp,
+                         other=0.0).to(tl.float32)
+            dy = dy * zz * tl.sigmoid(zz)
+        Ct = tl.load(C_base + t[:, None] * (G * N) + offs_n[None, :],
+                     mask=mask_t[:, None] & mask_n[None, :], other=0.0)
+        dyd = (dy * tl.exp2(hi + lo)[:, None]).to(dtype)
+        dS = dS * tl.exp2(tot.to(tl.float32)) + tl.dot(tl.trans(dyd), Ct, input_precision=PREC)
+    if STORE_DH0:
+        tl.store(dh0_ptr + ((b64 * H + h) * P) * N + st_loc, dS.to(dh0_ptr.dtype.element_ty),
+                 mask=st_mask)
+
+
+@triton.jit
+def ssd_bwd_chunk_kernel(
+    x_ptr, dt_ptr, A_ptr, dtb_ptr, B_ptr, C_ptr, D_ptr, z_ptr, seq_ptr, dy_ptr,
+    st_ptr, dst_ptr,
+    dx_ptr, dz_ptr, dB_ptr, dC_ptr, dla_ptr, q_ptr, dD_ptr,
+    T, H, G, P, N, HPP,
+    HAS_DT: tl.constexpr, DT_SOFTPLUS: tl.constexpr, HAS_DTB: tl.constexpr,
+    HAS_D: tl.constexpr, D_PER_P: tl.constexpr, HAS_Z: tl.constexpr, HAS_SEQ: tl.constexpr,
+    Q: tl.constexpr, BP: tl.constexpr, BN: tl.constexpr, PREC: tl.constexpr,
+    CLAMP_C: tl.constexpr,
+):
+    """All gradients of one chunk, for HPP heads of one group (no carried state: parallel).
+
+    Grid ``(n_chunks, b, G * HS)``; the heads share ``G = C B^T`` and their dB, dC sum in
+    registers (one fp32 partial per head split HS). Per head and p-block, with S_in and
+    dS_out from the sweeps::
+
+        dxs = (G o L)^T dy + exp(l_end - l) (B dS_out^T)
+        dB += (M o L)^T C + exp(l_end - l) (xs dS_out),   M = dy xs^T
+        dC += (M o L) B + exp(l) (dy S_in)
+        dla_t = sum_{i >= t > j} P_ij + sum_{i >= t} r1off_i + sum_{j < t} r2off_j + cross
+    """
+    c = tl.program_id(0)
+    b = tl.program_id(1)
+    pid_gh = tl.program_id(2)
+    HPG = H // G
+    HS = HPG // HPP
+    grp = pid_gh // HS
+    hs = pid_gh % HS
+    b64 = b.to(tl.int64)
+    offs_q = tl.arange(0, Q)
+    offs_n = tl.arange(0, BN)
+    mask_n = offs_n < N
+    dtype = x_ptr.dtype.element_ty
+    NC = tl.cdiv(T, Q)
+    t = c * Q + offs_q.to(tl.int64)
+    mask_t = t < T
+    m_tn = mask_t[:, None] & mask_n[None, :]
+    B_base = B_ptr + (b64 * T * G + grp) * N
+    C_base = C_ptr + (b64 * T * G + grp) * N
+    Bt = tl.load(B_base + t[:, None] * (G * N) + offs_n[None, :], mask=m_tn, other=0.0)
+    Ct = tl.load(C_base + t[:, None] * (G * N) + offs_n[None, :], mask=m_tn, other=0.0)
+    Gm = tl.dot(Ct, tl.trans(Bt), input_precision=PREC)          # G[i, j] = C_i . B_j
+    lower = offs_q[:, None] >= offs_q[None, :]
+    strict = offs_q[:, None] > offs_q[None, :]
+    dB_acc = tl.zeros((Q, BN), dtype=tl.float32)
+    dC_acc = tl.zeros((Q, BN), dtype=tl.float32)
+    for hh in range(0, HPP):
+        h = grp * HPG + hs * HPP + hh
+        dtv, la2, hi, lo, tot = _chunk_decays(dt_ptr, A_ptr, dtb_ptr, seq_ptr, b64, h, H, T, t,
+                                              HAS_DT, DT_SOFTPLUS, HAS_DTB, HAS_SEQ, CLAMP_C)
+        seg = (hi[:, None] - hi[None, :]) + (lo[:, None] - lo[None, :])
+        L = tl.exp2(tl.where(lower, seg, float("-inf")))
+        GL = Gm * L
+        GLc = GL.to(dtype)
+        e_in = tl.exp2(hi + lo)
+        to_end = tl.exp2((tot - hi.to(tl.float64)).to(tl.float32) - lo)
+        e_tot = tl.exp2(tot.to(tl.float32))
+        rowP = tl.zeros((Q,), dtype=tl.float32)
+        colP = tl.zeros((Q,), dtype=tl.float32)
+        r1off = tl.zeros((Q,), dtype=tl.float32)
+        r2off = tl.zeros((Q,), dtype=tl.float32)
+        qv = tl.zeros((Q,), dtype=tl.float32)
+        cross = tl.sum(tl.zeros((Q,), dtype=tl.float32), axis=0)
+        x_base = x_ptr + (b64 * T * H + h) * P
+        dy_base = dy_ptr + (b64 * T * H + h) * P
+        st_base = st_ptr + ((b64 * H + h) * NC + c) * P * N
+        dst_base = dst_ptr + ((b64 * H + h) * NC + c) * P * N
+        for p0 in range(0, P, BP):
+            offs_p = p0 + tl.arange(0, BP)
+            mask_p = offs_p < P
+            m_tp = mask_t[:, None] & mask_p[None, :]
+            st_mask = mask_p[:, None] & mask_n[None, :]
+            xy_off = t[:, None] * (H * P) + offs_p[None, :]
+            x = tl.load(x_base + xy_off, mask=m_tp, other=0.0)
+            dyo = tl.load(dy_base + xy_off, mask=m_tp, other=0.0).to(tl.float32)
+            S_in = tl.load(st_base + offs_p[:, None] * N + offs_n[None, :], mask=st_mask,
+                           other=0.0).to(dtype)
+            dS = tl.load(dst_base + offs_p[:, None] * N + offs_n[None, :], mask=st_mask,
+                         other=0.0).to(tl.float32)
+            xf = x.to(tl.float32)
+            if HAS_DT:
+                xs = (xf * dtv[:, None]).to(dtype)
+            else:
+                xs = x
+            if HAS_D:
+                if D_PER_P:
+                    Dv = tl.load(D_ptr + h * P + offs_p, mask=mask_p, other=0.0).to(tl.float32)
+                    Dx = xf * Dv[None, :]
+                else:
+                    Dv = tl.load(D_ptr + h).to(tl.float32)
+                    Dx = xf * Dv
+            if HAS_Z:
+                zz = tl.load(z_ptr + (b64 * T * H + h) * P + xy_off, mask=m_tp,
+                             other=0.0).to(tl.float32)
+                sz = tl.sigmoid(zz)
+                yv = tl.dot(GLc, xs, input_precision=PREC)
+                yv += tl.dot(Ct, tl.trans(S_in), input_precision=PREC) * e_in[:, None]
+                if HAS_D:
+                    yv += Dx
+                dz = dyo * yv * sz * (1.0 + zz * (1.0 - sz))
+                tl.store(dz_ptr + (b64 * T * H + h) * P + xy_off, dz.to(dz_ptr.dtype.element_ty),
+                         mask=m_tp)
+                dyp = dyo * zz * sz
+            else:
+                dyp = dyo
+            if HAS_D:
+                # dD partial per (b, chunk, h, p)
+                tl.store(dD_ptr + ((b64 * NC + c) * H + h) * P + offs_p,
+                         tl.sum(dyp * xf, axis=0), mask=mask_p)
+            dyc = dyp.to(dtype)
+            dSc = dS.to(dtype)
+            M = tl.dot(dyc, tl.trans(xs), input_precision=PREC)     # M[i, j] = dy_i . xs_j
+            ML = M * L
+            Pm = tl.where(strict, GL * M, 0.0)
+            rowP += tl.sum(Pm, axis=1)
+            colP += tl.sum(Pm, axis=0)
+            dC_st = tl.dot(dyc, S_in, input_precision=PREC) * e_in[:, None]
+            dC_acc += tl.dot(ML.to(dtype), Bt, input_precision=PREC) + dC_st
+            r1off += tl.sum(dC_st * Ct.to(tl.float32), axis=1)
+            dxs_st = tl.dot(Bt, tl.trans(dSc), input_precision=PREC) * to_end[:, None]
+            dxs = tl.dot(tl.trans(GLc), dyc, input_precision=PREC) + dxs_st
+            r2off += tl.sum(xs.to(tl.float32) * dxs_st, axis=1)
+            dB_acc += tl.dot(tl.trans(ML.to(dtype)), Ct, input_precision=PREC)
+            dB_acc += tl.dot(xs, dSc, input_precision=PREC) * to_end[:, None]
+            qv += tl.sum(dxs * xf, axis=1)
+            cross += tl.sum(tl.sum(dS * S_in.to(tl.float32), axis=1), axis=0)
+            dx = dxs * dtv[:, None]
+            if HAS_D:
+                if D_PER_P:
+                    dx += dyp * Dv[None, :]
+                else:
+                    dx += dyp * Dv
+            tl.store(dx_ptr + (b64 * T * H + h) * P + xy_off, dx.to(dx_ptr.dtype.element_ty),
+                     mask=m_tp)
+        dla = (tl.cumsum(rowP - colP + r1off, axis=0, reverse=True)
+               + tl.cumsum(r2off, axis=0) - r2off + cross * e_tot)
+        o_bht = (b64 * H + h) * T + t
+        tl.store(dla_ptr + o_bht, dla, mask=mask_t)
+        tl.store(q_ptr + o_bht, qv, mask=mask_t)
+    part = (hs.to(tl.int64) * tl.num_programs(1) + b64) * T * G
+    o_tn = (part + t[:, None] * G + grp) * N + offs_n[None, :]
+    tl.store(dB_ptr + o_tn, dB_acc, mask=m_tn)
+    tl.store(dC_ptr + o_tn, dC_acc, mask=m_tn)

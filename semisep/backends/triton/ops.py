@@ -190,8 +190,9 @@ def _effective_la(dtla, A, dt_bias, seq_idx, has_dt, dt_softplus):
     return dte, raw, la
 
 
-def _bwd(dy, dhT, x, dtla, A, B, C, D, z, dt_bias, h0, seq_idx, has_dt, dt_softplus,
-         chunk_size, need_dh0):
+def _bwd_v1(dy, dhT, x, dtla, A, B, C, D, z, dt_bias, h0, seq_idx, has_dt, dt_softplus,
+            chunk_size, need_dh0):
+    """Two heavy sweeps (kept for comparison: SEMISEP_TRITON_BWD_VERSION=1)."""
     b, T, h, p = x.shape
     g, n = B.shape[2], B.shape[3]
     Bx = B.to(x.dtype)
@@ -239,12 +240,91 @@ def _bwd(dy, dhT, x, dtla, A, B, C, D, z, dt_bias, h0, seq_idx, has_dt, dt_softp
             dD_part.zero_()
     del states
     dla = dla_part.sum(0).view(b, h, T)
+    qsum = qd.sum(0).view(b, h, T)
+    dB32 = dB_part.view(npb, b, T, g, h // g, n).sum((0, 4))
+    dC32 = dC_part.view(npb, b, T, g, h // g, n).sum((0, 4))
+    dDp = None if dD_part is None else dD_part
+    return dx, dz, dla, qsum, dB32, dC32, dDp, dh0
+
+
+def _bwd_v2(dy, dhT, x, dtla, A, B, C, D, z, dt_bias, h0, seq_idx, has_dt, dt_softplus,
+            chunk_size, need_dh0):
+    """States sweep, adjoint-states sweep, then all gradients per chunk in parallel."""
+    b, T, h, p = x.shape
+    g, n = B.shape[2], B.shape[3]
+    Bx = B.to(x.dtype)
+    Cx = C.to(x.dtype)
+    dy = dy.contiguous()
+    cfg = pick_config(p, n, None if chunk_size < 0 else chunk_size, x.dtype, "bwd")
+    cfg3 = dict(cfg)
+    cfg3["num_warps"] = 8
+    over = os.environ.get("SEMISEP_TRITON_BWD3")
+    if over:
+        for item in over.split(","):
+            k, v = item.split("=")
+            cfg3[k.strip()] = int(v)
+    Q, BP, BN = cfg["Q"], cfg["BP"], cfg["BN"]
+    npb = triton.cdiv(p, BP)
+    nc = triton.cdiv(T, Q)
+    f32 = dict(device=x.device, dtype=torch.float32)
+    st_dtype = torch.float32 if (x.dtype == torch.float32 or
+                                 os.environ.get("SEMISEP_TRITON_STATES_FP32") == "1") else x.dtype
+    states = torch.empty(b, h, nc, p, n, device=x.device, dtype=st_dtype)
+    dstates = torch.empty(b, h, nc, p, n, device=x.device, dtype=st_dtype)
+    hpg = h // g
+    hs = 1
+    while hs * 2 <= hpg and hpg % (hs * 2) == 0 and nc * b * g * hs < 1024:
+        hs *= 2
+    dB_part = torch.empty(hs, b, T, g, n, **f32)
+    dC_part = torch.empty(hs, b, T, g, n, **f32)
+    dla = torch.empty(b, h, T, **f32)
+    qd = torch.empty(b, h, T, **f32)
+    dz = torch.empty_like(z) if z is not None else None
+    dD_part = torch.empty(b, nc, h, p, **f32) if D is not None else None
+    dx = torch.empty_like(x)
+    dh0 = torch.empty(b, h, p, n, **f32) if need_dh0 else None
+    d = _dummy(x)
+    o = lambda t: t if t is not None else d  # noqa: E731
+    common = dict(HAS_DT=has_dt, DT_SOFTPLUS=dt_softplus, HAS_DTB=dt_bias is not None,
+                  HAS_SEQ=seq_idx is not None, Q=Q, BN=BN, PREC=_prec(x.dtype), CLAMP_C=K.CLAMP)
+    if T > 0:
+        with _device_ctx(x):
+            K.ssd_states_fwd_kernel[(npb, b * h)](
+                x, dtla, o(A), o(dt_bias), Bx, o(h0), o(seq_idx), states,
+                T, h, g, p, n, HAS_H0=h0 is not None, BP=BP, **common, **_launch_opts(cfg))
+            K.ssd_states_bwd_kernel[(npb, b * h)](
+                dy, o(z), dtla, o(A), o(dt_bias), Cx, o(seq_idx), o(dhT), dstates, o(dh0),
+                T, h, g, p, n, HAS_Z=z is not None, HAS_DHT=dhT is not None,
+                STORE_DH0=need_dh0, BP=BP, **common, **_launch_opts(cfg))
+            K.ssd_bwd_chunk_kernel[(nc, b, g * hs)](
+                x, dtla, o(A), o(dt_bias), Bx, Cx, o(D), o(z), o(seq_idx), dy, states, dstates,
+                dx, o(dz), dB_part, dC_part, dla, qd, o(dD_part),
+                T, h, g, p, n, hpg // hs,
+                HAS_D=D is not None, D_PER_P=D is not None and D.dim() == 2,
+                HAS_Z=z is not None, BP=BP, **common, **_launch_opts(cfg3))
+    else:
+        if need_dh0:
+            dh0.copy_(dhT if dhT is not None else torch.zeros_like(dh0))
+        dla.zero_(); qd.zero_(); dB_part.zero_(); dC_part.zero_()
+    del states, dstates
+    dDp = None if dD_part is None else dD_part.sum(1)
+    return dx, dz, dla, qd, dB_part.sum(0), dC_part.sum(0), dDp, dh0
+
+
+def _bwd(dy, dhT, x, dtla, A, B, C, D, z, dt_bias, h0, seq_idx, has_dt, dt_softplus,
+         chunk_size, need_dh0):
+    b, T, h, p = x.shape
+    g, n = B.shape[2], B.shape[3]
+    fn = _bwd_v1 if os.environ.get("SEMISEP_TRITON_BWD_VERSION") == "1" else _bwd_v2
+    dx, dz, dla, qsum, dB32, dC32, dD_part, dh0 = fn(
+        dy, dhT, x, dtla, A, B, C, D, z, dt_bias, h0, seq_idx, has_dt, dt_softplus,
+        chunk_size, need_dh0)
     dte, raw, la = _effective_la(dtla, A, dt_bias, seq_idx, has_dt, dt_softplus)
     dla = dla.transpose(1, 2).contiguous()                         # b T h
     dla = dla.masked_fill(la < -K.CLAMP, 0.0)
     dA = ddtb = None
     if has_dt:
-        ddte = qd.sum(0).view(b, h, T).transpose(1, 2) + dla * A.float()
+        ddte = qsum.transpose(1, 2) + dla * A.float()
         ddte = ddte.contiguous()
         dA = (dla * dte).sum((0, 1)).to(A.dtype)
         if dt_softplus:
@@ -254,8 +334,8 @@ def _bwd(dy, dhT, x, dtla, A, B, C, D, z, dt_bias, h0, seq_idx, has_dt, dt_softp
         ddtla = ddte.to(dtla.dtype)
     else:
         ddtla = dla.to(dtla.dtype)
-    dB = dB_part.view(npb, b, T, g, h // g, n).sum((0, 4)).to(B.dtype)
-    dC = dC_part.view(npb, b, T, g, h // g, n).sum((0, 4)).to(C.dtype)
+    dB = dB32.to(B.dtype)
+    dC = dC32.to(C.dtype)
     dD = None
     if D is not None:
         dD = dD_part.sum(0)
