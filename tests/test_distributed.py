@@ -7,6 +7,7 @@ this process.
 
 from __future__ import annotations
 
+import contextlib
 import multiprocessing
 import subprocess
 import sys
@@ -72,6 +73,38 @@ def test_example_runs_under_torchrun():
                           capture_output=True, text=True, timeout=TIMEOUT_S)
     assert done.returncode == 0, done.stdout + done.stderr
     assert "\n  ok (" in done.stdout, done.stdout
+
+
+@contextlib.contextmanager
+def group_of_one():
+    dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
+    try:
+        yield
+    finally:
+        dist.destroy_process_group()
+
+
+@settings(max_examples=15, deadline=None)
+@given(data=st.data(), T=st.integers(1, 10), groups=st.sampled_from([(1, 1), (2, 4)]),
+       initial=st.booleans())
+def test_one_rank_is_single_process_ssd(data, T, groups, initial):
+    """A group of one holds the whole sequence: outputs, state and gradients of ssd itself."""
+    g, h = groups
+    rng = np.random.default_rng(data.draw(st.integers(0, 2**32 - 1)))
+    args = {k: torch.as_tensor(rng.normal(size=s)) for k, s in
+            (("x", (2, T, h, 3)), ("B", (2, T, g, 4)), ("C", (2, T, g, 4)))}
+    args["log_a"] = data.draw(log_decays(shape=(2, T, h), backend="torch"))
+    if initial:
+        args["initial_state"] = torch.as_tensor(rng.normal(size=(2, h, 3, 4)))
+    results = []
+    with group_of_one():
+        for fn in (ss.ssd, ssdist.ssd):
+            leaves = {k: v.clone().requires_grad_() for k, v in args.items()}
+            y, state = fn(**leaves, chunk_size=4, return_final_state=True)
+            (y.sum() + (state * state).sum()).backward()
+            results.append([y, state] + [leaves[k].grad for k in sorted(leaves)])
+    for got, expected in zip(*results):
+        assert_close(got, expected)
 
 
 def test_uninitialised_group_is_a_named_error():
