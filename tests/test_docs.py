@@ -66,6 +66,14 @@ def test_readme_keeps_the_two_commands():
         assert marker in text and after.startswith("```bash\n"), marker
 
 
+def test_readme_links_exist():
+    text = (ROOT / "README.md").read_text()
+    targets = re.findall(r"\]\((?!https?://|#)([^)#]+)", text)
+    assert targets
+    missing = [t for t in targets if not (ROOT / t).exists()]
+    assert not missing, f"README.md links to missing files: {missing}"
+
+
 def test_mkdocs_build_strict(tmp_path):
     if not _has_module("mkdocs"):
         pytest.fail("mkdocs is not installed: pip install -e '.[test]'")
