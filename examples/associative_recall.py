@@ -15,10 +15,13 @@ head, differing only in the sequence mixer:
   token and head, the "selective" mask) and a positive feature map: gated
   linear attention built from the same matrix ops.
 
-Run ``python examples/associative_recall.py`` (about a minute per model on two
-CPU cores); with the defaults both reach more than 90% query accuracy on held-
-out sequences. A progress bar is drawn when ``tqdm`` is installed
-(``pip install 'semisep[bench]'``).
+Run ``python examples/associative_recall.py``. With the defaults (500 steps of
+64 sequences, 64 tokens of vocabulary, 8 pairs and 16 queries, ``d_model=64``)
+both models reach more than 90% query accuracy on 512 held-out sequences
+(chance: 1/32). Measured on the CPU, one thread, seed 0: Mamba2 96.7%,
+masked attention 93.1%, 53 s of CPU time for the two together (seeds 1 and 2:
+99.9% / 99.2% and 99.4% / 95.0%). A progress bar is drawn when ``tqdm`` is
+installed (``pip install 'semisep[bench]'``).
 """
 
 from __future__ import annotations
@@ -117,8 +120,8 @@ def train(name, model, *, steps, batch, n_pairs, n_queries, vocab, lr, seed, n_t
     return accuracy(model, *test)
 
 
-def main(steps: int = 600, *, batch: int = 64, n_pairs: int = 8, n_queries: int = 16,
-         vocab: int = 64, d_model: int = 64, lr: float = 3e-3, seed: int = 0, n_test: int = 512,
+def main(steps: int = 500, *, batch: int = 64, n_pairs: int = 8, n_queries: int = 16,
+         vocab: int = 64, d_model: int = 64, lr: float = 5e-3, seed: int = 0, n_test: int = 512,
          progress: bool = True) -> dict:
     """Train both models for ``steps`` steps; returns ``{name: (accuracy, seconds)}``."""
     torch.manual_seed(seed)
@@ -134,9 +137,8 @@ def main(steps: int = 600, *, batch: int = 64, n_pairs: int = 8, n_queries: int 
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--steps", type=int, default=600)
+    parser.add_argument("--steps", type=int, default=500)
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
-    torch.set_num_threads(max(torch.get_num_threads(), 1))
     for name, (acc, seconds) in main(args.steps, seed=args.seed).items():
         print(f"{name:34s} query accuracy {acc:6.1%}  ({seconds:.0f} s)")

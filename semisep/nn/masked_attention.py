@@ -201,7 +201,8 @@ class MaskedAttention(nn.Module):
                 state=None if cache is None else cache.conv_state,
                 segments=None if seq_idx is None else segment_ids(seq_idx))
             q, k, v = qkv.split(self._widths, dim=-1)
-        Q, K, V = self._heads(q, self.d_key), self._heads(k, self.d_key), self._heads(v, self.d_value)
+        Q, K = self._heads(q, self.d_key), self._heads(k, self.d_key)
+        V = self._heads(v, self.d_value)
         if self.feature_map is not None:
             Q, K = self.feature_map(Q), self.feature_map(K)
         if self.normalize:
