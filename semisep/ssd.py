@@ -78,6 +78,9 @@ def check_ssd_args(x, log_a=None, B=None, C=None, *, initial_state=None, dt=None
     if x.ndim != 4:
         raise ValueError(f"x must have shape (batch, T, heads, headdim), got shape {shape_str(x.shape)}")
     b, T, h, p = x.shape
+    if min(b, T, h, p) < 1:
+        raise ValueError(f"x must have shape (batch, T, heads, headdim) with every size >= 1, "
+                         f"got shape {shape_str(x.shape)}")
     B, C = as_array("B", B), as_array("C", C)
     if B.ndim != 4 or tuple(B.shape[:2]) != (b, T):
         raise ValueError(f"B must have shape ({b}, {T}, groups, N), got shape {shape_str(B.shape)}")

@@ -98,6 +98,9 @@ class SSS(StructuredMatrix):
         A, B, C = as_array(a_name, A), as_array("B", B), as_array("C", C)
         check_min_ndim("B", B, 2, "(..., T, N)")
         T, N = B.shape[-2], B.shape[-1]
+        if T < 1 or N < 1:
+            raise ValueError(f"B must have shape (..., T, N) with T >= 1 and N >= 1, "
+                             f"got shape {shape_str(B.shape)}")
         check_trailing("C", C, (T, N), f"(..., {T}, {N}) like B")
         if structure is None:
             structure = _infer_structure(A, T, N, B.ndim - 2)

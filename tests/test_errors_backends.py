@@ -15,6 +15,9 @@ A, B, C, x = rng.uniform(size=T), rng.normal(size=(T, N)), rng.normal(size=(T, N
 @pytest.mark.parametrize("call,match", [
     (lambda: ss.SSS(A, B[:, :2], C), r"C must have shape \(\.\.\., 6, 2\) like B"),
     (lambda: ss.SSS(A, B[0], C[0]), r"B must have shape \(\.\.\., T, N\), got shape \(3,\)"),
+    (lambda: ss.SSS(A[:0], B[:0], C[:0]), r"B must have shape \(\.\.\., T, N\) with T >= 1"),
+    (lambda: ss.ssd(np.zeros((1, 0, 2, 2)), np.zeros((1, 0, 2)), np.zeros((1, 0, 1, N)),
+                    np.zeros((1, 0, 1, N))), r"x must have shape .* every size >= 1"),
     (lambda: ss.SSS(A[:4], B, C), r"A must have shape .*T=6, N=3.*got shape \(4,\)"),
     (lambda: ss.SSS(A, B, C, structure="banded"), r"structure must be one of"),
     (lambda: ss.SSS.from_log(rng.normal(size=(T, N, N)), B, C), r"from_log takes scalar or diagonal"),
