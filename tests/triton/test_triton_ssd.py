@@ -35,8 +35,9 @@ def make(b=2, T=37, h=4, p=8, g=2, n=16, dtype=torch.float32, seed=0, resets=Tru
                 dtb=r(h) * 0.5)
 
 
-@pytest.mark.parametrize("Q", [16, 32])
-def test_forward_log_a_resets_initial_state(Q):
+@pytest.mark.parametrize("Q,version", [(16, "1"), (32, "1"), (16, "2")])
+def test_forward_log_a_resets_initial_state(monkeypatch, Q, version):
+    monkeypatch.setenv("SEMISEP_TRITON_FWD_VERSION", version)
     d = make()
     y, hT = ssd(d["x"], d["la"], d["B"], d["C"], initial_state=d["h0"], chunk_size=Q,
                 return_final_state=True)
@@ -59,7 +60,10 @@ def test_forward_mamba2_extras():
     assert rel(y[:1, 10:30], y1) < 1e-6
 
 
-def test_backward_all_inputs():
+@pytest.mark.parametrize("fwd_version,bwd_version", [("1", "2"), ("2", "1")])
+def test_backward_all_inputs(monkeypatch, fwd_version, bwd_version):
+    monkeypatch.setenv("SEMISEP_TRITON_FWD_VERSION", fwd_version)
+    monkeypatch.setenv("SEMISEP_TRITON_BWD_VERSION", bwd_version)
     d = make(T=37)
     seq = torch.tensor([[0] * 20 + [1] * 17, [0] * 37], dtype=torch.int32)
     ins = dict(x=d["x"], dt=d["dt"], A=d["A"], B=d["B"], C=d["C"], D=d["D"], z=d["z"],

@@ -478,10 +478,10 @@ def ssd_decode_kernel(
 
 @triton.jit
 def ssd_states_fwd_kernel(
-    x_ptr, dt_ptr, A_ptr, dtb_ptr, B_ptr, h0_ptr, seq_ptr, st_ptr,
+    x_ptr, dt_ptr, A_ptr, dtb_ptr, B_ptr, h0_ptr, seq_ptr, st_ptr, hT_ptr,
     T, H, G, P, N,
     HAS_DT: tl.constexpr, DT_SOFTPLUS: tl.constexpr, HAS_DTB: tl.constexpr,
-    HAS_H0: tl.constexpr, HAS_SEQ: tl.constexpr,
+    HAS_H0: tl.constexpr, HAS_SEQ: tl.constexpr, STORE_HT: tl.constexpr,
     Q: tl.constexpr, BP: tl.constexpr, BN: tl.constexpr, PREC: tl.constexpr,
     CLAMP_C: tl.constexpr,
 ):
@@ -523,6 +523,9 @@ def ssd_states_fwd_kernel(
         to_end = tl.exp2((tot - hi.to(tl.float64)).to(tl.float32) - lo)
         xd = (x.to(tl.float32) * (dtv * to_end)[:, None]).to(dtype)
         S = S * tl.exp2(tot.to(tl.float32)) + tl.dot(tl.trans(xd), Bt, input_precision=PREC)
+    if STORE_HT:
+        tl.store(hT_ptr + ((b64 * H + h) * P) * N + st_loc, S.to(hT_ptr.dtype.element_ty),
+                 mask=st_mask)
 
 
 @triton.jit
@@ -727,3 +730,73 @@ def ssd_bwd_chunk_kernel(
     o_tn = (part + t[:, None] * G + grp) * N + offs_n[None, :]
     tl.store(dB_ptr + o_tn, dB_acc, mask=m_tn)
     tl.store(dC_ptr + o_tn, dC_acc, mask=m_tn)
+
+
+@triton.jit
+def ssd_fwd_chunk_kernel(
+    x_ptr, dt_ptr, A_ptr, dtb_ptr, B_ptr, C_ptr, D_ptr, z_ptr, seq_ptr, st_ptr, y_ptr,
+    T, H, G, P, N, HPP,
+    HAS_DT: tl.constexpr, DT_SOFTPLUS: tl.constexpr, HAS_DTB: tl.constexpr,
+    HAS_D: tl.constexpr, D_PER_P: tl.constexpr, HAS_Z: tl.constexpr, HAS_SEQ: tl.constexpr,
+    Q: tl.constexpr, BP: tl.constexpr, BN: tl.constexpr, PREC: tl.constexpr,
+    CLAMP_C: tl.constexpr,
+):
+    """Forward version 2, the output of one chunk for HPP heads of a group (parallel).
+
+    ``y = (G o L) xs + exp(l) (C S_in^T) (+ D x) (* silu z)`` with S_in from
+    :func:`ssd_states_fwd_kernel`; ``G = C B^T`` computed once for the heads.
+    """
+    c = tl.program_id(0)
+    b = tl.program_id(1)
+    pid_gh = tl.program_id(2)
+    HPG = H // G
+    HS = HPG // HPP
+    grp = pid_gh // HS
+    hs = pid_gh % HS
+    b64 = b.to(tl.int64)
+    offs_q = tl.arange(0, Q)
+    offs_n = tl.arange(0, BN)
+    mask_n = offs_n < N
+    dtype = x_ptr.dtype.element_ty
+    NC = tl.cdiv(T, Q)
+    t = c * Q + offs_q.to(tl.int64)
+    mask_t = t < T
+    m_tn = mask_t[:, None] & mask_n[None, :]
+    Bt = tl.load(B_ptr + (b64 * T * G + grp) * N + t[:, None] * (G * N) + offs_n[None, :],
+                 mask=m_tn, other=0.0)
+    Ct = tl.load(C_ptr + (b64 * T * G + grp) * N + t[:, None] * (G * N) + offs_n[None, :],
+                 mask=m_tn, other=0.0)
+    Gm = tl.dot(Ct, tl.trans(Bt), input_precision=PREC)
+    lower = offs_q[:, None] >= offs_q[None, :]
+    for hh in range(0, HPP):
+        h = grp * HPG + hs * HPP + hh
+        dtv, la2, hi, lo, tot = _chunk_decays(dt_ptr, A_ptr, dtb_ptr, seq_ptr, b64, h, H, T, t,
+                                              HAS_DT, DT_SOFTPLUS, HAS_DTB, HAS_SEQ, CLAMP_C)
+        seg = (hi[:, None] - hi[None, :]) + (lo[:, None] - lo[None, :])
+        GLc = (Gm * tl.exp2(tl.where(lower, seg, float("-inf")))).to(dtype)
+        e_in = tl.exp2(hi + lo)
+        st_base = st_ptr + ((b64 * H + h) * NC + c) * P * N
+        for p0 in range(0, P, BP):
+            offs_p = p0 + tl.arange(0, BP)
+            mask_p = offs_p < P
+            m_tp = mask_t[:, None] & mask_p[None, :]
+            xy_off = (b64 * T * H + h) * P + t[:, None] * (H * P) + offs_p[None, :]
+            x = tl.load(x_ptr + xy_off, mask=m_tp, other=0.0)
+            S_in = tl.load(st_base + offs_p[:, None] * N + offs_n[None, :],
+                           mask=mask_p[:, None] & mask_n[None, :], other=0.0).to(dtype)
+            if HAS_DT:
+                xs = (x.to(tl.float32) * dtv[:, None]).to(dtype)
+            else:
+                xs = x
+            acc = tl.dot(GLc, xs, input_precision=PREC)
+            acc += tl.dot(Ct, tl.trans(S_in), input_precision=PREC) * e_in[:, None]
+            if HAS_D:
+                if D_PER_P:
+                    acc += x.to(tl.float32) * tl.load(D_ptr + h * P + offs_p, mask=mask_p,
+                                                      other=0.0).to(tl.float32)[None, :]
+                else:
+                    acc += x.to(tl.float32) * tl.load(D_ptr + h).to(tl.float32)
+            if HAS_Z:
+                zz = tl.load(z_ptr + xy_off, mask=m_tp, other=0.0).to(tl.float32)
+                acc = acc * zz * tl.sigmoid(zz)
+            tl.store(y_ptr + xy_off, acc.to(y_ptr.dtype.element_ty), mask=m_tp)

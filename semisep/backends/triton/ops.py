@@ -144,7 +144,56 @@ def _dummy(x):
 # raw launchers
 # ---------------------------------------------------------------------------
 
+def _head_split(nc, b, g, hpg, target=1024):
+    hs = 1
+    while hs * 2 <= hpg and hpg % (hs * 2) == 0 and nc * b * g * hs < target:
+        hs *= 2
+    return hs
+
+
+def _fwd_v2(x, dtla, A, B, C, D, z, dt_bias, h0, seq_idx, has_dt, dt_softplus, chunk_size):
+    """States sweep (light, sequential), then the outputs of all chunks in parallel."""
+    b, T, h, p = x.shape
+    g, n = B.shape[2], B.shape[3]
+    B = B.to(x.dtype)
+    C = C.to(x.dtype)
+    cfg = pick_config(p, n, None if chunk_size < 0 else chunk_size, x.dtype, "fwd")
+    cfg2 = dict(cfg)
+    over = os.environ.get("SEMISEP_TRITON_FWD2")
+    if over:
+        for item in over.split(","):
+            k, v = item.split("=")
+            cfg2[k.strip()] = int(v)
+    Q, BP, BN = cfg["Q"], cfg["BP"], cfg["BN"]
+    nc = triton.cdiv(T, Q)
+    npb = triton.cdiv(p, BP)
+    st_dtype = torch.float32 if (x.dtype == torch.float32 or
+                                 os.environ.get("SEMISEP_TRITON_STATES_FP32") == "1") else x.dtype
+    states = torch.empty(b, h, nc, p, n, device=x.device, dtype=st_dtype)
+    hT = torch.empty(b, h, p, n, device=x.device, dtype=torch.float32)
+    y = torch.empty_like(x)
+    d = _dummy(x)
+    o = lambda t: t if t is not None else d  # noqa: E731
+    common = dict(HAS_DT=has_dt, DT_SOFTPLUS=dt_softplus, HAS_DTB=dt_bias is not None,
+                  HAS_SEQ=seq_idx is not None, Q=Q, BN=BN, PREC=_prec(x.dtype), CLAMP_C=K.CLAMP)
+    hs = _head_split(nc, b, g, h // g)
+    with _device_ctx(x):
+        K.ssd_states_fwd_kernel[(npb, b * h)](
+            x, dtla, o(A), o(dt_bias), B, o(h0), o(seq_idx), states, hT,
+            T, h, g, p, n, HAS_H0=h0 is not None, STORE_HT=True, BP=BP, **common,
+            **_launch_opts(cfg))
+        K.ssd_fwd_chunk_kernel[(nc, b, g * hs)](
+            x, dtla, o(A), o(dt_bias), B, C, o(D), o(z), o(seq_idx), states, y,
+            T, h, g, p, n, (h // g) // hs,
+            HAS_D=D is not None, D_PER_P=D is not None and D.dim() == 2, HAS_Z=z is not None,
+            BP=cfg2["BP"], **common, **_launch_opts(cfg2))
+    return y, hT
+
+
 def _fwd(x, dtla, A, B, C, D, z, dt_bias, h0, seq_idx, has_dt, dt_softplus, chunk_size):
+    if x.shape[1] > 0 and os.environ.get("SEMISEP_TRITON_FWD_VERSION", "1") == "2":
+        return _fwd_v2(x, dtla, A, B, C, D, z, dt_bias, h0, seq_idx, has_dt, dt_softplus,
+                       chunk_size)
     b, T, h, p = x.shape
     g, n = B.shape[2], B.shape[3]
     # B, C share x's dtype inside the dots
@@ -272,9 +321,7 @@ def _bwd_v2(dy, dhT, x, dtla, A, B, C, D, z, dt_bias, h0, seq_idx, has_dt, dt_so
     states = torch.empty(b, h, nc, p, n, device=x.device, dtype=st_dtype)
     dstates = torch.empty(b, h, nc, p, n, device=x.device, dtype=st_dtype)
     hpg = h // g
-    hs = 1
-    while hs * 2 <= hpg and hpg % (hs * 2) == 0 and nc * b * g * hs < 1024:
-        hs *= 2
+    hs = _head_split(nc, b, g, hpg)
     dB_part = torch.empty(hs, b, T, g, n, **f32)
     dC_part = torch.empty(hs, b, T, g, n, **f32)
     dla = torch.empty(b, h, T, **f32)
@@ -290,8 +337,9 @@ def _bwd_v2(dy, dhT, x, dtla, A, B, C, D, z, dt_bias, h0, seq_idx, has_dt, dt_so
     if T > 0:
         with _device_ctx(x):
             K.ssd_states_fwd_kernel[(npb, b * h)](
-                x, dtla, o(A), o(dt_bias), Bx, o(h0), o(seq_idx), states,
-                T, h, g, p, n, HAS_H0=h0 is not None, BP=BP, **common, **_launch_opts(cfg))
+                x, dtla, o(A), o(dt_bias), Bx, o(h0), o(seq_idx), states, d,
+                T, h, g, p, n, HAS_H0=h0 is not None, STORE_HT=False, BP=BP, **common,
+                **_launch_opts(cfg))
             K.ssd_states_bwd_kernel[(npb, b * h)](
                 dy, o(z), dtla, o(A), o(dt_bias), Cx, o(seq_idx), o(dhT), dstates, o(dh0),
                 T, h, g, p, n, HAS_Z=z is not None, HAS_DHT=dhT is not None,
@@ -301,7 +349,7 @@ def _bwd_v2(dy, dhT, x, dtla, A, B, C, D, z, dt_bias, h0, seq_idx, has_dt, dt_so
                 dx, o(dz), dB_part, dC_part, dla, qd, o(dD_part),
                 T, h, g, p, n, hpg // hs,
                 HAS_D=D is not None, D_PER_P=D is not None and D.dim() == 2,
-                HAS_Z=z is not None, BP=BP, **common, **_launch_opts(cfg3))
+                HAS_Z=z is not None, BP=cfg3["BP"], **common, **_launch_opts(cfg3))
     else:
         if need_dh0:
             dh0.copy_(dhT if dhT is not None else torch.zeros_like(dh0))
