@@ -62,3 +62,21 @@ def check_positive_int(name: str, value) -> int:
     if value < 1:
         raise ValueError(f"{name} must be an int >= 1, got {value}")
     return int(value)
+
+
+def as_columns(name: str, x, rows: int, cols: str = "P", of: str = ""):
+    """``(x2, vector)``: ``x`` of shape ``(rows,)`` or ``(..., rows, cols)`` as ``(..., rows, k)``.
+
+    Only a 1-D ``x`` is a vector (numpy's matmul convention); it becomes one
+    column and ``vector`` is True. ``of`` names what ``rows`` comes from, for
+    the error message (e.g. ``"a matrix of T=5"``).
+    """
+    x = as_array(name, x)
+    want = f"({rows},) or (..., {rows}, {cols})"
+    check_min_ndim(name, x, 1, want)
+    vector = x.ndim == 1
+    x2 = x[:, None] if vector else x
+    if x2.shape[-2] != rows:
+        raise ValueError(f"{name} must have shape {want}{' for ' + of if of else ''}, "
+                         f"got shape {shape_str(x.shape)}")
+    return x2, vector

@@ -17,7 +17,7 @@ broadcast (numpy rules), e.g. B and C shared across heads.
 
 from __future__ import annotations
 
-from ._checks import (as_array, broadcast_batch, check_min_ndim, check_positive_int,
+from ._checks import (as_array, as_columns, broadcast_batch, check_min_ndim, check_positive_int,
                       check_trailing, shape_str)
 from .algorithms import (DEFAULT_CHUNK_SIZE, Generators, SSSProblem, dense_matrix,
                          resolve_algorithm)
@@ -98,8 +98,8 @@ class SSS(StructuredMatrix):
         A, B, C = as_array(a_name, A), as_array("B", B), as_array("C", C)
         check_min_ndim("B", B, 2, "(..., T, N)")
         T, N = B.shape[-2], B.shape[-1]
-        if T < 1 or N < 1:
-            raise ValueError(f"B must have shape (..., T, N) with T >= 1 and N >= 1, "
+        if T < 1:   # N = 0 is allowed: the zero matrix, e.g. what compress() makes of M - M
+            raise ValueError(f"B must have shape (..., T, N) with T >= 1, "
                              f"got shape {shape_str(B.shape)}")
         check_trailing("C", C, (T, N), f"(..., {T}, {N}) like B")
         if structure is None:
@@ -195,13 +195,7 @@ class SSS(StructuredMatrix):
         chunk_size = DEFAULT_CHUNK_SIZE if chunk_size is None else check_positive_int(
             "chunk_size", chunk_size)
         T, N = self.seq_len, self.state_size
-        x = as_array("x", x)
-        check_min_ndim("x", x, 1, f"({T},) or (..., {T}, P)")
-        vector = x.ndim == 1
-        x2 = x[:, None] if vector else x
-        if x2.shape[-2] != T:
-            raise ValueError(f"x must have shape ({T},) or (..., {T}, P) for a matrix of "
-                             f"T={T}, got shape {shape_str(x.shape)}")
+        x2, vector = as_columns("x", x, T, of=f"a matrix of T={T}")
         if initial_state is not None:
             initial_state = as_array("initial_state", initial_state)
             if vector:

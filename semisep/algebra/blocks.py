@@ -20,7 +20,8 @@ code is shared, not copied.
 
 from __future__ import annotations
 
-from .._checks import as_array, broadcast_batch, check_min_ndim, check_positive_int, check_trailing, shape_str
+from .._checks import (as_array, as_columns, broadcast_batch, check_positive_int,
+                       check_trailing)
 from ..algorithms import DEFAULT_CHUNK_SIZE
 from ..algorithms.chunked import apply_chunk_factors, chunk_factors
 from ..backends import Case, select_backend
@@ -138,13 +139,7 @@ class SSSBlocks(StructuredMatrix):
         y, and the final state with ``return_final_state`` (as :meth:`SSS.matmul`).
         """
         be, T, N = self._be, self._matrix.seq_len, self._matrix.state_size
-        x = as_array("x", x)
-        check_min_ndim("x", x, 1, f"({T},) or (..., {T}, P)")
-        vector = x.ndim == 1
-        x2 = x[:, None] if vector else x
-        if x2.shape[-2] != T:
-            raise ValueError(f"x must have shape ({T},) or (..., {T}, P) for a matrix of T={T}, "
-                             f"got shape {shape_str(x.shape)}")
+        x2, vector = as_columns("x", x, T, of=f"a matrix of T={T}")
         if initial_state is not None:
             initial_state = as_array("initial_state", initial_state)
             want = (N,) if vector else (N, x2.shape[-1])

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .._checks import as_array, check_min_ndim, shape_str
+from .._checks import as_columns, shape_str
 from ..sss import SSS
 from .generators import Workspace
 
@@ -88,13 +88,7 @@ def solve(M: SSS, y):
     O(T N P) work for scalar and diagonal A, O(T N^2 P) for full A; sequential in T.
     """
     T = M.seq_len
-    y = as_array("y", y)
-    check_min_ndim("y", y, 1, f"({T},) or (..., {T}, P)")
-    vector = y.ndim == 1
-    y2 = y[:, None] if vector else y
-    if y2.shape[-2] != T:
-        raise ValueError(f"y must have shape ({T},) or (..., {T}, P) for a matrix of T={T}, "
-                         f"got shape {shape_str(y.shape)}")
+    y2, vector = as_columns("y", y, T, of=f"a matrix of T={T}")
     ws = Workspace("sss_solve", [M], arrays=[y2], batches={"y": y2.shape[:-2]})
     be = ws.be
     B, C = ws.BC(M)
