@@ -75,7 +75,7 @@ def layers(draw, dtype=torch.float32):
     return layer
 
 
-@settings(max_examples=12, deadline=None)
+@settings(max_examples=25, deadline=None)
 @given(layer=layers(), batch=st.integers(1, 2), T=st.integers(1, 13), seed=st.integers(0, 99))
 def test_forward_matches_reference(layer, batch, T, seed):
     u = torch.randn(batch, T, layer.d_model, generator=torch.Generator().manual_seed(seed))
@@ -148,7 +148,7 @@ def test_gradcheck_float64():
     assert torch.autograd.gradcheck(f, (u, *params), eps=1e-6, atol=1e-6, rtol=1e-5)
 
 
-@settings(max_examples=8, deadline=None)
+@settings(max_examples=15, deadline=None)
 @given(layer=layers(), T=st.integers(1, 12), data=st.data())
 def test_decode_matches_forward(layer, T, data):
     u = torch.randn(2, T, layer.d_model)
@@ -199,7 +199,7 @@ def _packed_vs_alone(layer, lengths, use_cu_seqlens):
         assert_close(got, want, what="gradient")
 
 
-@settings(max_examples=10, deadline=None)
+@settings(max_examples=20, deadline=None)
 @given(layer=layers(dtype=torch.float64),
        lengths=st.lists(st.integers(1, 7), min_size=1, max_size=4), use_cu_seqlens=st.booleans())
 def test_packed_equals_alone_forward_and_backward(layer, lengths, use_cu_seqlens):

@@ -86,7 +86,7 @@ def make_layer(mask, normalize=False, seed=0, dtype=torch.float32, **kwargs):
 
 @pytest.mark.parametrize("mask", RECURRENT + ["toeplitz"])
 @pytest.mark.parametrize("normalize", [False, True])
-@settings(max_examples=4, deadline=None)
+@settings(max_examples=8, deadline=None)
 @given(batch=st.integers(1, 2), T=st.integers(1, 16), seed=st.integers(0, 99),
        bias=st.booleans(), d_conv=st.sampled_from([None, 1, 3]))
 def test_forward_matches_reference(mask, normalize, batch, T, seed, bias, d_conv):
@@ -156,7 +156,7 @@ def test_decode_matches_forward(mask, normalize, d_conv):
 
 
 @pytest.mark.parametrize("mask", RECURRENT)
-@settings(max_examples=4, deadline=None)
+@settings(max_examples=8, deadline=None)
 @given(lengths=st.lists(st.integers(1, 6), min_size=1, max_size=4), use_cu=st.booleans())
 def test_packed_equals_alone_forward_and_backward(mask, lengths, use_cu):
     """In float64, so 'exactly the result of running each alone' is held to 1e-10."""

@@ -32,10 +32,6 @@ class Mamba2Cache:
     conv_state: torch.Tensor
     ssm_state: torch.Tensor
 
-    @property
-    def batch_size(self) -> int:
-        return self.ssm_state.shape[0]
-
 
 @dataclass
 class AttentionCache:
@@ -53,10 +49,6 @@ class AttentionCache:
 
     state: torch.Tensor
     conv_state: torch.Tensor | None = None
-
-    @property
-    def batch_size(self) -> int:
-        return self.state.shape[0]
 
 
 def check_cache(cache, kind: type, expected: dict, owner: str):
