@@ -13,8 +13,9 @@ groups of B and C (``d_state`` each):
 4. the gated RMSNorm ``norm(y * silu(z))`` (one normalization group per B/C group);
 5. the output projection back to ``d_model``.
 
-Parameter names follow the reference implementation (``in_proj``, ``conv1d``,
-``dt_bias``, ``A_log``, ``D``, ``norm``, ``out_proj``), so its checkpoints load.
+Parameter names and shapes follow the reference implementation (``in_proj``
+with outputs ordered ``z, x, B, C, dt``, ``conv1d``, ``dt_bias``, ``A_log``,
+``D``, ``norm``, ``out_proj``).
 """
 
 from __future__ import annotations
