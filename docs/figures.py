@@ -4,6 +4,8 @@
 * ``oness.png``: a 1-SS mask with a reset, and the causal mask it becomes with every a = 1;
 * ``blocks.png``: the chunked decomposition of an SSS matrix: diagonal blocks
   (computed by the quadratic form) and off-diagonal blocks of rank <= N;
+* ``masks.png``: the masks of masked attention: causal, decay, Toeplitz, 1-SS;
+* ``duality.png``: a 1-SS mask, the scores ``C B^T`` and their product, an SSS matrix;
 * ``segsum.png``: the float32 error of the 1-SS entries ``exp(segsum(log_a))``
   against float64, by semisep's ``segsum`` and by differences of cumulative sums, over T.
 
@@ -21,6 +23,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 from matplotlib.patches import Rectangle  # noqa: E402
+from matplotlib.ticker import MaxNLocator  # noqa: E402
 
 import semisep as ss  # noqa: E402
 
@@ -33,6 +36,8 @@ def _heatmap(ax, matrix, title, cmap="RdBu_r"):
     shown = np.ma.masked_where(np.triu(np.ones_like(matrix, dtype=bool), 1), matrix)
     image = ax.imshow(shown, cmap=cmap, vmin=-vmax if cmap == "RdBu_r" else 0, vmax=vmax)
     ax.set_title(title, fontsize=10)
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    ax.yaxis.set_major_locator(MaxNLocator(integer=True))
     ax.set_xlabel("i (input step)")
     ax.set_ylabel("j (output step)")
     return image
@@ -126,8 +131,51 @@ def segsum_figure(path):
     plt.close(fig)
 
 
+def masks_figure(path):
+    T = 16
+    rng = np.random.default_rng(4)
+    gallery = {
+        "masks.Causal(T)": ss.masks.Causal(T).to_dense(),
+        "masks.Decay(0.8, T)": ss.masks.Decay(0.8, T).to_dense(),
+        "masks.Toeplitz(alpha)": ss.masks.Toeplitz(np.cos(np.arange(T) / 2) / (1 + np.arange(T))
+                                                   ).to_dense(),
+        "OneSS.from_log(log_a)": ss.OneSS.from_log(-rng.uniform(0, 0.6, T)).to_dense(),
+    }
+    fig, axes = plt.subplots(1, 4, figsize=(11, 3.1))
+    for ax, (title, dense) in zip(axes, gallery.items()):
+        _heatmap(ax, dense, title)
+        ax.set_xlabel("s")
+        ax.set_ylabel("t")
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+
+
+def duality_figure(path):
+    rng = np.random.default_rng(5)
+    T, N = 16, 3
+    log_a = -rng.uniform(0, 0.4, T)
+    B, C = rng.normal(size=(T, N)), rng.normal(size=(T, N))
+    panels = {
+        "L = OneSS.from_log(log_a)": ss.OneSS.from_log(log_a).to_dense(),
+        "C Bᵀ (the scores)": C @ B.T,
+        "L ∘ C Bᵀ = SSS.from_log(log_a, B, C)": ss.SSS.from_log(log_a, B, C).to_dense(),
+    }
+    fig, axes = plt.subplots(1, 3, figsize=(10, 3.4))
+    for ax, (title, dense) in zip(axes, panels.items()):
+        if title.startswith("C B"):
+            vmax = np.abs(dense).max()
+            ax.imshow(dense, cmap="RdBu_r", vmin=-vmax, vmax=vmax)
+            ax.set_title(title, fontsize=10)
+        else:
+            _heatmap(ax, dense, title)
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+
+
 FIGURES = {"sss.png": sss_figure, "oness.png": oness_figure, "blocks.png": blocks_figure,
-           "segsum.png": segsum_figure}
+           "segsum.png": segsum_figure, "masks.png": masks_figure, "duality.png": duality_figure}
 
 
 def main():
