@@ -92,7 +92,8 @@ def test_auto_rule():
     N = P = 64
     assert resolve_sma_algorithm("auto", Causal(16), 16, 16, N, P) == "quadratic"
     assert resolve_sma_algorithm("auto", Causal(4096), 4096, 4096, N, P) == "linear"
-    assert resolve_sma_algorithm("auto", Toeplitz(np.ones(4096)), 4096, 4096, N, P) == "linear"
+    for T, expected in ((4096, "quadratic"), (8192, "linear")):     # measured crossover: 8192
+        assert resolve_sma_algorithm("auto", Toeplitz(np.ones(T)), T, T, N, P) == expected
     dense = ss.Dense(np.broadcast_to(1.0, (4096, 4096)))
     assert resolve_sma_algorithm("auto", dense, 4096, 4096, N, P) == "quadratic"
     with pytest.raises(ValueError, match="algorithm must be one of"):

@@ -12,16 +12,16 @@ A mask is any :class:`~semisep.StructuredMatrix` of shape ``(..., T, S)``:
   ``(S, m)``, which ``sma(..., algorithm="auto")`` weighs (a mask without it
   is costed as a dense product).
 
-=========================  =====================================  ====================
+=========================  =====================================  =========================
 mask                       entries ``L[i, j]``                    ``L @ x``, work
-=========================  =====================================  ====================
+=========================  =====================================  =========================
 ``Causal(T, S=None)``      1 for ``j <= i`` (``numpy.tri``)       blocked cumsum, O(64 S m)
 ``Decay(gamma, T)``        ``gamma^(i-j)``, ``j <= i``            blocked scan, O(64 T m)
 ``Toeplitz(alpha[, up])``  ``alpha[i-j]`` (``up[j-i]`` above)     FFT, O(T log T m)
 ``Fourier(T)``             ``exp(-2 pi i ij / T)``                FFT, O(T log T m)
 ``OneSS(a)``, ``SSS``      semiseparable                          chunked scan
 ``Dense(W)``               ``W[i, j]``                            O(T S m)
-=========================  =====================================  ====================
+=========================  =====================================  =========================
 
 See ``docs/masks.md`` for the protocol, the choice of algorithm and the duality.
 """

@@ -8,6 +8,7 @@ import numpy as np
 
 from .._checks import check_positive_int
 from ._base import Mask, check_dtype, constant
+from .toeplitz import FFT_WEIGHT
 
 
 class Fourier(Mask):
@@ -73,7 +74,7 @@ class Fourier(Mask):
         return self
 
     def matmul_flops(self, m):
-        return float(m * 5 * self._T * math.log2(max(self._T, 2)))
+        return FFT_WEIGHT * m * 5 * self._T * math.log2(max(self._T, 2))
 
     def _apply(self, be, x):
         if not be.is_complex(x):

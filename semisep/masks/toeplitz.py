@@ -32,6 +32,11 @@ def toeplitz_dense(be, column, row=None):
     return kernel[..., be.asarray(lag, like=kernel)]
 
 
+#: FFT work is counted at this many times its flops in ``matmul_flops``: on a CPU an FFT
+#: runs at about half the speed of a matmul per flop (``benchmarks/sma_masks.py``).
+FFT_WEIGHT = 2.0
+
+
 def _fft_size(n: int) -> int:
     return 1 << max(0, (n - 1).bit_length())
 
@@ -120,7 +125,7 @@ class Toeplitz(Mask):
 
     def matmul_flops(self, m):
         n = _fft_size(sum(self.shape[-2:]) - 1)
-        return float(m * (5 * n * math.log2(max(n, 2)) + 4 * n))
+        return FFT_WEIGHT * m * (5 * n * math.log2(max(n, 2)) + 4 * n)
 
     def _apply(self, be, x):
         T, S = self.shape[-2:]
