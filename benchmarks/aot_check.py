@@ -33,23 +33,23 @@ def sig_of(fn, ptr_args, int_args):
 
 common_flags = dict(HAS_DT=True, DT_SOFTPLUS=False, HAS_DTB=False, HAS_D=True, D_PER_P=False,
                     HAS_Z=False, HAS_SEQ=False, Q=opts["Q"], BP=opts["BP"], BN=opts["BN"],
-                    PREC="tf32", CLAMP_C=K.CLAMP)
+                    PREC="tf32", CLAMP_C=K.CLAMP, PRE=bool(opts.get("pre", 0)))
 P = f"*{dt}"
 F = "*fp32"
 kernels = {
     "fwd": (K.ssd_fwd_kernel,
             dict(x_ptr=P, dt_ptr=F, A_ptr=F, dtb_ptr=F, B_ptr=P, C_ptr=P, D_ptr=F, z_ptr=P,
-                 h0_ptr=F, seq_ptr="*i32", y_ptr=P, hT_ptr=F),
+                 h0_ptr=F, seq_ptr="*i32", dec_ptr=F, etot_ptr=F, y_ptr=P, hT_ptr=F),
             dict(HAS_H0=False, STORE_HT=True)),
     "bwd1": (K.ssd_bwd_fwdsweep_kernel,
              dict(x_ptr=P, dt_ptr=F, A_ptr=F, dtb_ptr=F, B_ptr=P, C_ptr=P, D_ptr=F, z_ptr=P,
-                  h0_ptr=F, seq_ptr="*i32", dy_ptr=P, dhT_ptr=F, dC_ptr=F, r1_ptr=F, dz_ptr=P,
-                  dD_ptr=F, fin_ptr=F),
+                  h0_ptr=F, seq_ptr="*i32", dy_ptr=P, dec_ptr=F, etot_ptr=F, dhT_ptr=F, dC_ptr=F,
+                  r1_ptr=F, dz_ptr=P, dD_ptr=F, st_ptr=P),
              dict(HAS_H0=False, HAS_DHT=False)),
     "bwd2": (K.ssd_bwd_revsweep_kernel,
              dict(x_ptr=P, dt_ptr=F, A_ptr=F, dtb_ptr=F, B_ptr=P, C_ptr=P, D_ptr=F, z_ptr=P,
-                  seq_ptr="*i32", dy_ptr=P, dhT_ptr=F, dx_ptr=P, dB_ptr=F, r2_ptr=F, q_ptr=F,
-                  dh0_ptr=F),
+                  seq_ptr="*i32", dy_ptr=P, dhT_ptr=F, dec_ptr=F, etot_ptr=F, st_ptr=P, r1_ptr=F,
+                  dx_ptr=P, dB_ptr=F, dla_ptr=F, q_ptr=F, dh0_ptr=F),
              dict(HAS_DHT=False, STORE_DH0=False)),
     "states_fwd": (K.ssd_states_fwd_kernel,
                    dict(x_ptr=P, dt_ptr=F, A_ptr=F, dtb_ptr=F, B_ptr=P, h0_ptr=F, seq_ptr="*i32",

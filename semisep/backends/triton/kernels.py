@@ -87,6 +87,60 @@ def _chunk_decays(dt_ptr, A_ptr, dtb_ptr, seq_ptr, b64, h, H, T, t,
 
 
 @triton.jit
+def _decays_all(PRE: tl.constexpr, dec_ptr, etot_ptr, BH, NC, c,
+                dt_ptr, A_ptr, dtb_ptr, seq_ptr, b64, h, H, T, t,
+                HAS_DT: tl.constexpr, DT_SOFTPLUS: tl.constexpr, HAS_DTB: tl.constexpr,
+                HAS_SEQ: tl.constexpr, CLAMP_C: tl.constexpr):
+    """``(dtv, hi, lo, e_in, to_end, e_tot)`` for the positions ``t`` of chunk ``c``.
+
+    PRE: loaded from the arrays of :func:`ssd_decays_kernel` (coalesced, prefetchable);
+    else computed here. e_in = exp(l_i), to_end = exp(l_end - l_i), e_tot = exp(l_end).
+    """
+    if PRE:
+        bh64 = b64 * H + h
+        mask_t = t < T
+        dtv = tl.load(dec_ptr + bh64 * T + t, mask=mask_t, other=0.0)
+        hi = tl.load(dec_ptr + (BH + bh64) * T + t, mask=mask_t, other=0.0)
+        lo = tl.load(dec_ptr + (2 * BH + bh64) * T + t, mask=mask_t, other=0.0)
+        e_in = tl.load(dec_ptr + (3 * BH + bh64) * T + t, mask=mask_t, other=0.0)
+        to_end = tl.load(dec_ptr + (4 * BH + bh64) * T + t, mask=mask_t, other=0.0)
+        e_tot = tl.load(etot_ptr + bh64 * NC + c)
+    else:
+        dtv, la2, hi, lo, tot = _chunk_decays(dt_ptr, A_ptr, dtb_ptr, seq_ptr, b64, h, H, T, t,
+                                              HAS_DT, DT_SOFTPLUS, HAS_DTB, HAS_SEQ, CLAMP_C)
+        e_in = tl.exp2(hi + lo)
+        to_end = tl.exp2((tot - hi.to(tl.float64)).to(tl.float32) - lo)
+        e_tot = tl.exp2(tot.to(tl.float32))
+    return dtv, hi, lo, e_in, to_end, e_tot
+
+
+@triton.jit
+def ssd_decays_kernel(dt_ptr, A_ptr, dtb_ptr, seq_ptr, dec_ptr, etot_ptr, T, H,
+                      HAS_DT: tl.constexpr, DT_SOFTPLUS: tl.constexpr, HAS_DTB: tl.constexpr,
+                      HAS_SEQ: tl.constexpr, Q: tl.constexpr, CLAMP_C: tl.constexpr):
+    """The per-position decay data of every chunk, once, for the sweeps (grid (chunks, b*h))."""
+    c = tl.program_id(0)
+    bh = tl.program_id(1)
+    BH = tl.num_programs(1)
+    NC = tl.num_programs(0)
+    b64 = (bh // H).to(tl.int64)
+    h = bh % H
+    t = c * Q + tl.arange(0, Q).to(tl.int64)
+    mask_t = t < T
+    dtv, hi, lo, e_in, to_end, e_tot = _decays_all(False, dec_ptr, etot_ptr, BH, NC, c,
+                                                   dt_ptr, A_ptr, dtb_ptr, seq_ptr, b64, h, H,
+                                                   T, t, HAS_DT, DT_SOFTPLUS, HAS_DTB, HAS_SEQ,
+                                                   CLAMP_C)
+    bh64 = b64 * H + h
+    tl.store(dec_ptr + bh64 * T + t, dtv, mask=mask_t)
+    tl.store(dec_ptr + (BH + bh64) * T + t, hi, mask=mask_t)
+    tl.store(dec_ptr + (2 * BH + bh64) * T + t, lo, mask=mask_t)
+    tl.store(dec_ptr + (3 * BH + bh64) * T + t, e_in, mask=mask_t)
+    tl.store(dec_ptr + (4 * BH + bh64) * T + t, to_end, mask=mask_t)
+    tl.store(etot_ptr + bh64 * NC + c, e_tot)
+
+
+@triton.jit
 def _decay_tile(hi, lo, offs_q, TRANSPOSED: tl.constexpr):
     """``L[i, j] = exp2(l_i - l_j)`` for i >= j, else 0 (or its transpose)."""
     if TRANSPOSED:
@@ -101,14 +155,14 @@ def _decay_tile(hi, lo, offs_q, TRANSPOSED: tl.constexpr):
 
 @triton.jit
 def ssd_fwd_kernel(
-    x_ptr, dt_ptr, A_ptr, dtb_ptr, B_ptr, C_ptr, D_ptr, z_ptr, h0_ptr, seq_ptr,
+    x_ptr, dt_ptr, A_ptr, dtb_ptr, B_ptr, C_ptr, D_ptr, z_ptr, h0_ptr, seq_ptr, dec_ptr, etot_ptr,
     y_ptr, hT_ptr,
     T, H, G, P, N,
     HAS_DT: tl.constexpr, DT_SOFTPLUS: tl.constexpr, HAS_DTB: tl.constexpr,
     HAS_D: tl.constexpr, D_PER_P: tl.constexpr, HAS_Z: tl.constexpr, HAS_H0: tl.constexpr,
     HAS_SEQ: tl.constexpr, STORE_HT: tl.constexpr,
     Q: tl.constexpr, BP: tl.constexpr, BN: tl.constexpr, PREC: tl.constexpr,
-    CLAMP_C: tl.constexpr,
+    CLAMP_C: tl.constexpr, PRE: tl.constexpr = False,
 ):
     pid_p = tl.program_id(0)
     pid_bh = tl.program_id(1)
@@ -145,8 +199,9 @@ def ssd_fwd_kernel(
     for c in range(0, n_chunks):
         t = c * Q + offs_q.to(tl.int64)
         mask_t = t < T
-        dtv, la2, hi, lo, tot = _chunk_decays(dt_ptr, A_ptr, dtb_ptr, seq_ptr, b64, h, H, T, t,
-                                              HAS_DT, DT_SOFTPLUS, HAS_DTB, HAS_SEQ, CLAMP_C)
+        dtv, hi, lo, e_in, to_end, e_tot = _decays_all(
+            PRE, dec_ptr, etot_ptr, tl.num_programs(1), n_chunks, c, dt_ptr, A_ptr, dtb_ptr,
+            seq_ptr, b64, h, H, T, t, HAS_DT, DT_SOFTPLUS, HAS_DTB, HAS_SEQ, CLAMP_C)
         m_tp = mask_t[:, None] & mask_p[None, :]
         m_tn = mask_t[:, None] & mask_n[None, :]
         x = tl.load(x_base + t[:, None] * (H * P) + offs_p[None, :], mask=m_tp, other=0.0)
@@ -161,11 +216,10 @@ def ssd_fwd_kernel(
         W = (Gm * L).to(dtype)
         acc = tl.dot(W, xs, input_precision=PREC)
         CS = tl.dot(Ct, tl.trans(S.to(dtype)), input_precision=PREC)
-        acc += CS * tl.exp2(hi + lo)[:, None]
+        acc += CS * e_in[:, None]
         # state update
-        to_end = tl.exp2((tot - hi.to(tl.float64)).to(tl.float32) - lo)
         xd = (xs.to(tl.float32) * to_end[:, None]).to(dtype)
-        S = S * tl.exp2(tot.to(tl.float32)) + tl.dot(tl.trans(xd), Bt, input_precision=PREC)
+        S = S * e_tot + tl.dot(tl.trans(xd), Bt, input_precision=PREC)
         if HAS_D:
             if D_PER_P:
                 acc += x.to(tl.float32) * Dv[None, :]
@@ -183,7 +237,7 @@ def ssd_fwd_kernel(
 
 @triton.jit
 def ssd_bwd_fwdsweep_kernel(
-    x_ptr, dt_ptr, A_ptr, dtb_ptr, B_ptr, C_ptr, D_ptr, z_ptr, h0_ptr, seq_ptr, dy_ptr,
+    x_ptr, dt_ptr, A_ptr, dtb_ptr, B_ptr, C_ptr, D_ptr, z_ptr, h0_ptr, seq_ptr, dy_ptr, dec_ptr, etot_ptr,
     dhT_ptr,
     dC_ptr, r1_ptr, dz_ptr, dD_ptr, st_ptr,
     T, H, G, P, N, NPB,
@@ -191,7 +245,7 @@ def ssd_bwd_fwdsweep_kernel(
     HAS_D: tl.constexpr, D_PER_P: tl.constexpr, HAS_Z: tl.constexpr, HAS_H0: tl.constexpr,
     HAS_SEQ: tl.constexpr, HAS_DHT: tl.constexpr,
     Q: tl.constexpr, BP: tl.constexpr, BN: tl.constexpr, PREC: tl.constexpr,
-    CLAMP_C: tl.constexpr,
+    CLAMP_C: tl.constexpr, PRE: tl.constexpr = False,
 ):
     """dC partial (per head and p-block), r1 = dy . y, dz, dD partial; the state after each chunk."""
     pid_p = tl.program_id(0)
@@ -238,8 +292,9 @@ def ssd_bwd_fwdsweep_kernel(
     for c in range(0, n_chunks):
         t = c * Q + offs_q.to(tl.int64)
         mask_t = t < T
-        dtv, la2, hi, lo, tot = _chunk_decays(dt_ptr, A_ptr, dtb_ptr, seq_ptr, b64, h, H, T, t,
-                                              HAS_DT, DT_SOFTPLUS, HAS_DTB, HAS_SEQ, CLAMP_C)
+        dtv, hi, lo, e_in, to_end, e_tot = _decays_all(
+            PRE, dec_ptr, etot_ptr, tl.num_programs(1), n_chunks, c, dt_ptr, A_ptr, dtb_ptr,
+            seq_ptr, b64, h, H, T, t, HAS_DT, DT_SOFTPLUS, HAS_DTB, HAS_SEQ, CLAMP_C)
         m_tp = mask_t[:, None] & mask_p[None, :]
         m_tn = mask_t[:, None] & mask_n[None, :]
         x = tl.load(x_base + t[:, None] * (H * P) + offs_p[None, :], mask=m_tp, other=0.0)
@@ -252,7 +307,6 @@ def ssd_bwd_fwdsweep_kernel(
         else:
             xs = x
         L = _decay_tile(hi, lo, offs_q, False)
-        e_in = tl.exp2(hi + lo)
         if HAS_Z:
             zz = tl.load(z_base + t[:, None] * (H * P) + offs_p[None, :], mask=m_tp,
                          other=0.0).to(tl.float32)
@@ -282,9 +336,8 @@ def ssd_bwd_fwdsweep_kernel(
         r1 = tl.sum(dCs * Ct.to(tl.float32), axis=1)
         tl.store(dC_base + t[:, None] * (H * N) + offs_n[None, :], dC, mask=m_tn)
         tl.store(r_base + t, r1, mask=mask_t)
-        to_end = tl.exp2((tot - hi.to(tl.float64)).to(tl.float32) - lo)
         xd = (xs.to(tl.float32) * to_end[:, None]).to(dtype)
-        S = S * tl.exp2(tot.to(tl.float32)) + tl.dot(tl.trans(xd), Bt, input_precision=PREC)
+        S = S * e_tot + tl.dot(tl.trans(xd), Bt, input_precision=PREC)
         tl.store(st_base + st_loc, S.to(st_ptr.dtype.element_ty), mask=st_mask)
         st_base += P * N
 
@@ -294,7 +347,7 @@ def ssd_bwd_fwdsweep_kernel(
 
 @triton.jit
 def ssd_bwd_revsweep_kernel(
-    x_ptr, dt_ptr, A_ptr, dtb_ptr, B_ptr, C_ptr, D_ptr, z_ptr, seq_ptr, dy_ptr, dhT_ptr,
+    x_ptr, dt_ptr, A_ptr, dtb_ptr, B_ptr, C_ptr, D_ptr, z_ptr, seq_ptr, dy_ptr, dhT_ptr, dec_ptr, etot_ptr,
     st_ptr, r1_ptr,
     dx_ptr, dB_ptr, dla_ptr, q_ptr, dh0_ptr,
     T, H, G, P, N, NPB,
@@ -302,7 +355,7 @@ def ssd_bwd_revsweep_kernel(
     HAS_D: tl.constexpr, D_PER_P: tl.constexpr, HAS_Z: tl.constexpr,
     HAS_SEQ: tl.constexpr, HAS_DHT: tl.constexpr, STORE_DH0: tl.constexpr,
     Q: tl.constexpr, BP: tl.constexpr, BN: tl.constexpr, PREC: tl.constexpr,
-    CLAMP_C: tl.constexpr,
+    CLAMP_C: tl.constexpr, PRE: tl.constexpr = False,
 ):
     """dx, dB partial, the log-decay gradient (partial over p-blocks), q = x . dxs, d h0.
 
@@ -356,8 +409,9 @@ def ssd_bwd_revsweep_kernel(
         c = n_chunks - 1 - i
         t = c * Q + offs_q.to(tl.int64)
         mask_t = t < T
-        dtv, la2, hi, lo, tot = _chunk_decays(dt_ptr, A_ptr, dtb_ptr, seq_ptr, b64, h, H, T, t,
-                                              HAS_DT, DT_SOFTPLUS, HAS_DTB, HAS_SEQ, CLAMP_C)
+        dtv, hi, lo, e_in, to_end, e_tot = _decays_all(
+            PRE, dec_ptr, etot_ptr, tl.num_programs(1), n_chunks, c, dt_ptr, A_ptr, dtb_ptr,
+            seq_ptr, b64, h, H, T, t, HAS_DT, DT_SOFTPLUS, HAS_DTB, HAS_SEQ, CLAMP_C)
         m_tp = mask_t[:, None] & mask_p[None, :]
         m_tn = mask_t[:, None] & mask_n[None, :]
         x = tl.load(x_base + t[:, None] * (H * P) + offs_p[None, :], mask=m_tp, other=0.0)
@@ -379,7 +433,6 @@ def ssd_bwd_revsweep_kernel(
         Lt = _decay_tile(hi, lo, offs_q, True)           # Lt[j, i] = L[i, j]
         Gt = tl.dot(Bt, tl.trans(Ct), input_precision=PREC)   # Gt[j, i] = C_i . B_j
         Mt = tl.dot(xs, tl.trans(dyc), input_precision=PREC)  # Mt[j, i] = dy_i . xs_j
-        to_end = tl.exp2((tot - hi.to(tl.float64)).to(tl.float32) - lo)
         dSc = dS.to(dtype)
         GL = Gt * Lt
         dxs_st = tl.dot(Bt, tl.trans(dSc), input_precision=PREC) * to_end[:, None]
@@ -410,9 +463,8 @@ def ssd_bwd_revsweep_kernel(
                 dx += dyp * Dv
         tl.store(dx_base + t[:, None] * (H * P) + offs_p[None, :],
                  dx.to(dx_ptr.dtype.element_ty), mask=m_tp)
-        e_in = tl.exp2(hi + lo)
         dyd = (dyp * e_in[:, None]).to(dtype)
-        dS = dS * tl.exp2(tot.to(tl.float32)) + tl.dot(tl.trans(dyd), Ct, input_precision=PREC)
+        dS = dS * e_tot + tl.dot(tl.trans(dyd), Ct, input_precision=PREC)
 
     if STORE_DH0:
         tl.store(dh0_ptr + st_off, dS.to(dh0_ptr.dtype.element_ty), mask=st_mask)

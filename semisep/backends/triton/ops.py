@@ -207,18 +207,39 @@ def _fwd(x, dtla, A, B, C, D, z, dt_bias, h0, seq_idx, has_dt, dt_softplus, chun
     if T == 0:
         hT.copy_(h0 if h0 is not None else torch.zeros_like(hT))
         return y, hT
+    pre = os.environ.get("SEMISEP_TRITON_PRE_DECAYS", "1") == "1"
     with _device_ctx(x):
+        dec, etot = _pre_decays(pre, x, dtla, A, dt_bias, seq_idx, has_dt, dt_softplus,
+                                cfg["Q"])
         K.ssd_fwd_kernel[grid](
             x, dtla, A if A is not None else d, dt_bias if dt_bias is not None else d, B, C,
             D if D is not None else d, z if z is not None else d, h0 if h0 is not None else d,
-            seq_idx if seq_idx is not None else d, y, hT,
+            seq_idx if seq_idx is not None else d, dec, etot, y, hT,
             T, h, g, p, n,
             HAS_DT=has_dt, DT_SOFTPLUS=dt_softplus, HAS_DTB=dt_bias is not None,
             HAS_D=D is not None, D_PER_P=D is not None and D.dim() == 2, HAS_Z=z is not None,
             HAS_H0=h0 is not None, HAS_SEQ=seq_idx is not None, STORE_HT=True,
             Q=cfg["Q"], BP=cfg["BP"], BN=cfg["BN"], PREC=_prec(x.dtype), CLAMP_C=K.CLAMP,
-            **_launch_opts(cfg))
+            PRE=pre, **_launch_opts(cfg))
     return y, hT
+
+
+def _pre_decays(pre, x, dtla, A, dt_bias, seq_idx, has_dt, dt_softplus, Q):
+    """The decay arrays of :func:`kernels.ssd_decays_kernel` (or dummies when not ``pre``)."""
+    if not pre:
+        d = _dummy(x)
+        return d.float(), d.float()
+    b, T, h = dtla.shape
+    nc = triton.cdiv(T, Q)
+    dec = torch.empty(5, b * h, T, device=x.device, dtype=torch.float32)
+    etot = torch.empty(b * h, nc, device=x.device, dtype=torch.float32)
+    d = _dummy(x)
+    K.ssd_decays_kernel[(nc, b * h)](
+        dtla, A if A is not None else d, dt_bias if dt_bias is not None else d,
+        seq_idx if seq_idx is not None else d, dec, etot, T, h,
+        HAS_DT=has_dt, DT_SOFTPLUS=dt_softplus, HAS_DTB=dt_bias is not None,
+        HAS_SEQ=seq_idx is not None, Q=Q, CLAMP_C=K.CLAMP)
+    return dec, etot
 
 
 def _effective_la(dtla, A, dt_bias, seq_idx, has_dt, dt_softplus):
@@ -241,7 +262,7 @@ def _effective_la(dtla, A, dt_bias, seq_idx, has_dt, dt_softplus):
 
 def _bwd_v1(dy, dhT, x, dtla, A, B, C, D, z, dt_bias, h0, seq_idx, has_dt, dt_softplus,
             chunk_size, need_dh0):
-    """Two heavy sweeps (kept for comparison: SEMISEP_TRITON_BWD_VERSION=1)."""
+    """Two sweeps carrying the state and its adjoint (the default; SEMISEP_TRITON_BWD_VERSION=1)."""
     b, T, h, p = x.shape
     g, n = B.shape[2], B.shape[3]
     Bx = B.to(x.dtype)
@@ -271,16 +292,21 @@ def _bwd_v1(dy, dhT, x, dtla, A, B, C, D, z, dt_bias, h0, seq_idx, has_dt, dt_so
                  HAS_D=D is not None, D_PER_P=D is not None and D.dim() == 2,
                  HAS_Z=z is not None, HAS_SEQ=seq_idx is not None, HAS_DHT=dhT is not None,
                  Q=cfg["Q"], BP=BP, BN=cfg["BN"], PREC=_prec(x.dtype), CLAMP_C=K.CLAMP)
+    pre = os.environ.get("SEMISEP_TRITON_PRE_DECAYS", "1") == "1"
     if T > 0:
         with _device_ctx(x):
+            dec, etot = _pre_decays(pre, x, dtla, A, dt_bias, seq_idx, has_dt, dt_softplus,
+                                    cfg["Q"])
             K.ssd_bwd_fwdsweep_kernel[grid](
-                x, dtla, o(A), o(dt_bias), Bx, Cx, o(D), o(z), o(h0), o(seq_idx), dy, o(dhT),
+                x, dtla, o(A), o(dt_bias), Bx, Cx, o(D), o(z), o(h0), o(seq_idx), dy,
+                dec, etot, o(dhT),
                 dC_part, r1, o(dz), o(dD_part), states,
-                T, h, g, p, n, npb, HAS_H0=h0 is not None, **flags, **_launch_opts(cfg))
+                T, h, g, p, n, npb, HAS_H0=h0 is not None, PRE=pre, **flags,
+                **_launch_opts(cfg))
             K.ssd_bwd_revsweep_kernel[grid](
                 x, dtla, o(A), o(dt_bias), Bx, Cx, o(D), o(z), o(seq_idx), dy, o(dhT),
-                states, r1, dx, dB_part, dla_part, qd, o(dh0),
-                T, h, g, p, n, npb, STORE_DH0=need_dh0, **flags, **_launch_opts(cfg))
+                dec, etot, states, r1, dx, dB_part, dla_part, qd, o(dh0),
+                T, h, g, p, n, npb, STORE_DH0=need_dh0, PRE=pre, **flags, **_launch_opts(cfg))
     else:
         if need_dh0:
             dh0.copy_(dhT if dhT is not None else torch.zeros_like(dh0))
@@ -363,7 +389,7 @@ def _bwd(dy, dhT, x, dtla, A, B, C, D, z, dt_bias, h0, seq_idx, has_dt, dt_softp
          chunk_size, need_dh0):
     b, T, h, p = x.shape
     g, n = B.shape[2], B.shape[3]
-    fn = _bwd_v1 if os.environ.get("SEMISEP_TRITON_BWD_VERSION") == "1" else _bwd_v2
+    fn = _bwd_v2 if os.environ.get("SEMISEP_TRITON_BWD_VERSION", "1") == "2" else _bwd_v1
     dx, dz, dla, qsum, dB32, dC32, dD_part, dh0 = fn(
         dy, dhT, x, dtla, A, B, C, D, z, dt_bias, h0, seq_idx, has_dt, dt_softplus,
         chunk_size, need_dh0)
