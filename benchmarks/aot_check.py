@@ -93,8 +93,10 @@ for name, (fn, ptrs, extra) in kernels.items():
              if a in ptrs or a in div}
     src = ASTSource(fn, sig, constexprs=flags, attrs=attrs)
     try:
-        ck = triton.compile(src, target=target,
-                            options=dict(num_warps=opts["num_warps"], num_stages=opts["num_stages"]))
+        o2 = dict(num_warps=opts["num_warps"], num_stages=opts["num_stages"])
+        if opts.get("maxnreg"):
+            o2["maxnreg"] = opts["maxnreg"]
+        ck = triton.compile(src, target=target, options=o2)
         md = ck.metadata
         ptx = ck.asm["ptx"]
         res = resource_report(ck.asm['cubin'])

@@ -59,7 +59,10 @@ def _prec(dtype) -> str:
 def _launch_opts(cfg):
     if _interpret():
         return {}
-    return dict(num_warps=cfg["num_warps"], num_stages=cfg["num_stages"])
+    opts = dict(num_warps=cfg["num_warps"], num_stages=cfg["num_stages"])
+    if cfg.get("maxnreg"):
+        opts["maxnreg"] = cfg["maxnreg"]
+    return opts
 
 
 def _device_ctx(t: torch.Tensor):
