@@ -56,8 +56,9 @@ class Decay(Mask):
     ----------
     gamma : float or array, shape ``(...)``
         The decay: a scalar, or one per head (shape ``(H,)``, giving a mask of
-        shape ``(H, T, T)``). Any real value (``0`` gives the identity; ``|gamma|
-        > 1`` grows). A Python number takes the precision of ``x``; a torch
+        shape ``(H, T, T)``). Any real value: ``0`` gives the identity; ``|gamma|
+        > 1`` grows, and the scan forms powers up to about ``gamma^(2T)``, which
+        must stay finite. A Python number takes the precision of ``x``; a torch
         tensor with ``requires_grad`` is learnable.
     T : int
         The sequence length.
