@@ -94,7 +94,7 @@ def masked(L, Q, K, *, allow_complex: bool = False) -> Masked:
     K : array, shape ``(..., S, N)``
     allow_complex : bool
         Accept a complex mask (the matrix is then complex); else
-        :class:`~semisep.sma.ComplexMaskError`.
+        :class:`~semisep.masks.ComplexMaskError`.
 
     Returns
     -------

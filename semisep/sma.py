@@ -23,7 +23,7 @@ import math
 from ._checks import as_array, broadcast_batch, check_min_ndim, is_torch, shape_str
 from .algorithms import DEFAULT_CHUNK_SIZE
 from .backends import Case, select_backend, use_backend
-from .masks._base import is_complex_dtype
+from .masks._base import ComplexMaskError, is_complex_dtype
 from .matrix import Dense, Reversed, StructuredMatrix
 from .oness import OneSS
 from .sss import SSS
@@ -32,10 +32,6 @@ ALGORITHMS = ("auto", "linear", "quadratic")
 
 #: Entries of ``Z = V (x) K`` the linear algorithm forms per pass (4 MiB in float32).
 LINEAR_BLOCK = 2**20
-
-
-class ComplexMaskError(TypeError):
-    """A complex mask (e.g. :class:`~semisep.masks.Fourier`) where the result must be real."""
 
 
 def as_mask(L):

@@ -9,7 +9,8 @@ from hypothesis import given, settings, strategies as st
 
 import semisep as ss
 from semisep.masks import Causal, Decay, Fourier, Toeplitz
-from semisep.sma import ComplexMaskError, resolve_sma_algorithm
+from semisep.masks import ComplexMaskError
+from semisep.sma import resolve_sma_algorithm
 from semisep.testing import assert_close, assert_matches_dense, masks, shapes, to_numpy64
 from semisep.testing.masks import KINDS
 from test_masks import definition

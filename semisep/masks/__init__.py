@@ -26,10 +26,10 @@ mask                       entries ``L[i, j]``                    ``L @ x``, wor
 See ``docs/masks.md`` for the protocol, the choice of algorithm and the duality.
 """
 
-from ._base import Mask
+from ._base import ComplexMaskError, Mask
 from .causal import Causal
 from .decay import Decay
 from .fourier import Fourier
 from .toeplitz import Toeplitz
 
-__all__ = ["Causal", "Decay", "Fourier", "Mask", "Toeplitz"]
+__all__ = ["Causal", "ComplexMaskError", "Decay", "Fourier", "Mask", "Toeplitz"]

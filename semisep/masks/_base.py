@@ -19,6 +19,13 @@ from ..backends import Case, select_backend
 from ..matrix import StructuredMatrix
 
 
+class ComplexMaskError(TypeError):
+    """A complex mask (e.g. :class:`~semisep.masks.Fourier`) where the result must be real.
+
+    Raised by :func:`semisep.sma` and :func:`semisep.masked` without ``allow_complex=True``.
+    """
+
+
 def _is_torch_dtype(dtype) -> bool:
     return type(dtype).__module__ == "torch" and type(dtype).__name__ == "dtype"
 
