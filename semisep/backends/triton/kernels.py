@@ -91,10 +91,11 @@ def _decays_all(PRE: tl.constexpr, dec_ptr, etot_ptr, BH, NC, c,
                 dt_ptr, A_ptr, dtb_ptr, seq_ptr, b64, h, H, T, t,
                 HAS_DT: tl.constexpr, DT_SOFTPLUS: tl.constexpr, HAS_DTB: tl.constexpr,
                 HAS_SEQ: tl.constexpr, CLAMP_C: tl.constexpr):
-    """``(dtv, hi, lo, e_in, to_end, e_tot)`` for the positions ``t`` of chunk ``c``.
+    """``(dtv, hi, lo, e_in, to_end, e_tot, inv)`` for the positions ``t`` of chunk ``c``.
 
     PRE: loaded from the arrays of :func:`ssd_decays_kernel` (coalesced, prefetchable);
-    else computed here. e_in = exp(l_i), to_end = exp(l_end - l_i), e_tot = exp(l_end).
+    else computed here. e_in = exp(l_i), to_end = exp(l_end - l_i), e_tot = exp(l_end),
+    inv = exp(-l_i) (used only when the chunk's total decay keeps it finite, see _L_tile).
     """
     if PRE:
         bh64 = b64 * H + h
@@ -104,6 +105,7 @@ def _decays_all(PRE: tl.constexpr, dec_ptr, etot_ptr, BH, NC, c,
         lo = tl.load(dec_ptr + (2 * BH + bh64) * T + t, mask=mask_t, other=0.0)
         e_in = tl.load(dec_ptr + (3 * BH + bh64) * T + t, mask=mask_t, other=0.0)
         to_end = tl.load(dec_ptr + (4 * BH + bh64) * T + t, mask=mask_t, other=0.0)
+        inv = tl.load(dec_ptr + (5 * BH + bh64) * T + t, mask=mask_t, other=0.0)
         e_tot = tl.load(etot_ptr + bh64 * NC + c)
     else:
         dtv, la2, hi, lo, tot = _chunk_decays(dt_ptr, A_ptr, dtb_ptr, seq_ptr, b64, h, H, T, t,
@@ -111,7 +113,26 @@ def _decays_all(PRE: tl.constexpr, dec_ptr, etot_ptr, BH, NC, c,
         e_in = tl.exp2(hi + lo)
         to_end = tl.exp2((tot - hi.to(tl.float64)).to(tl.float32) - lo)
         e_tot = tl.exp2(tot.to(tl.float32))
-    return dtv, hi, lo, e_in, to_end, e_tot
+        inv = tl.exp2(tl.minimum(-(hi + lo), 126.0))
+    return dtv, hi, lo, e_in, to_end, e_tot, inv
+
+
+@triton.jit
+def _L_tile(hi, lo, e_in, inv, e_tot, offs_q, TRANSPOSED: tl.constexpr):
+    """The chunk's decay tile L[i, j] = exp(l_i - l_j) (i >= j), or its transpose.
+
+    When the chunk's total decay is above 2^-100 every exp(l_i) and exp(-l_j) is a normal
+    fp32 number and L = exp(l_i) * exp(-l_j) (2 roundings, no exponential per entry);
+    otherwise (strong decay, resets) the exact per-entry form of _decay_tile.
+    """
+    if e_tot > 7.888609052210118e-31:
+        if TRANSPOSED:
+            L = tl.where(offs_q[None, :] >= offs_q[:, None], inv[:, None] * e_in[None, :], 0.0)
+        else:
+            L = tl.where(offs_q[:, None] >= offs_q[None, :], e_in[:, None] * inv[None, :], 0.0)
+    else:
+        L = _decay_tile(hi, lo, offs_q, TRANSPOSED)
+    return L
 
 
 @triton.jit
@@ -127,7 +148,7 @@ def ssd_decays_kernel(dt_ptr, A_ptr, dtb_ptr, seq_ptr, dec_ptr, etot_ptr, T, H,
     h = bh % H
     t = c * Q + tl.arange(0, Q).to(tl.int64)
     mask_t = t < T
-    dtv, hi, lo, e_in, to_end, e_tot = _decays_all(False, dec_ptr, etot_ptr, BH, NC, c,
+    dtv, hi, lo, e_in, to_end, e_tot, inv = _decays_all(False, dec_ptr, etot_ptr, BH, NC, c,
                                                    dt_ptr, A_ptr, dtb_ptr, seq_ptr, b64, h, H,
                                                    T, t, HAS_DT, DT_SOFTPLUS, HAS_DTB, HAS_SEQ,
                                                    CLAMP_C)
@@ -137,6 +158,7 @@ def ssd_decays_kernel(dt_ptr, A_ptr, dtb_ptr, seq_ptr, dec_ptr, etot_ptr, T, H,
     tl.store(dec_ptr + (2 * BH + bh64) * T + t, lo, mask=mask_t)
     tl.store(dec_ptr + (3 * BH + bh64) * T + t, e_in, mask=mask_t)
     tl.store(dec_ptr + (4 * BH + bh64) * T + t, to_end, mask=mask_t)
+    tl.store(dec_ptr + (5 * BH + bh64) * T + t, inv, mask=mask_t)
     tl.store(etot_ptr + bh64 * NC + c, e_tot)
 
 
@@ -199,7 +221,7 @@ def ssd_fwd_kernel(
     for c in range(0, n_chunks):
         t = c * Q + offs_q.to(tl.int64)
         mask_t = t < T
-        dtv, hi, lo, e_in, to_end, e_tot = _decays_all(
+        dtv, hi, lo, e_in, to_end, e_tot, inv = _decays_all(
             PRE, dec_ptr, etot_ptr, tl.num_programs(1), n_chunks, c, dt_ptr, A_ptr, dtb_ptr,
             seq_ptr, b64, h, H, T, t, HAS_DT, DT_SOFTPLUS, HAS_DTB, HAS_SEQ, CLAMP_C)
         m_tp = mask_t[:, None] & mask_p[None, :]
@@ -212,13 +234,13 @@ def ssd_fwd_kernel(
         else:
             xs = x
         Gm = tl.dot(Ct, tl.trans(Bt), input_precision=PREC)
-        L = _decay_tile(hi, lo, offs_q, False)
+        L = _L_tile(hi, lo, e_in, inv, e_tot, offs_q, False)
         W = (Gm * L).to(dtype)
         acc = tl.dot(W, xs, input_precision=PREC)
         CS = tl.dot(Ct, tl.trans(S.to(dtype)), input_precision=PREC)
         acc += CS * e_in[:, None]
         # state update
-        xd = (xs.to(tl.float32) * to_end[:, None]).to(dtype)
+        xd = (x.to(tl.float32) * (dtv * to_end)[:, None]).to(dtype)
         S = S * e_tot + tl.dot(tl.trans(xd), Bt, input_precision=PREC)
         if HAS_D:
             if D_PER_P:
@@ -292,7 +314,7 @@ def ssd_bwd_fwdsweep_kernel(
     for c in range(0, n_chunks):
         t = c * Q + offs_q.to(tl.int64)
         mask_t = t < T
-        dtv, hi, lo, e_in, to_end, e_tot = _decays_all(
+        dtv, hi, lo, e_in, to_end, e_tot, inv = _decays_all(
             PRE, dec_ptr, etot_ptr, tl.num_programs(1), n_chunks, c, dt_ptr, A_ptr, dtb_ptr,
             seq_ptr, b64, h, H, T, t, HAS_DT, DT_SOFTPLUS, HAS_DTB, HAS_SEQ, CLAMP_C)
         m_tp = mask_t[:, None] & mask_p[None, :]
@@ -306,7 +328,7 @@ def ssd_bwd_fwdsweep_kernel(
             xs = (x.to(tl.float32) * dtv[:, None]).to(dtype)
         else:
             xs = x
-        L = _decay_tile(hi, lo, offs_q, False)
+        L = _L_tile(hi, lo, e_in, inv, e_tot, offs_q, False)
         if HAS_Z:
             zz = tl.load(z_base + t[:, None] * (H * P) + offs_p[None, :], mask=m_tp,
                          other=0.0).to(tl.float32)
@@ -409,7 +431,7 @@ def ssd_bwd_revsweep_kernel(
         c = n_chunks - 1 - i
         t = c * Q + offs_q.to(tl.int64)
         mask_t = t < T
-        dtv, hi, lo, e_in, to_end, e_tot = _decays_all(
+        dtv, hi, lo, e_in, to_end, e_tot, inv = _decays_all(
             PRE, dec_ptr, etot_ptr, tl.num_programs(1), n_chunks, c, dt_ptr, A_ptr, dtb_ptr,
             seq_ptr, b64, h, H, T, t, HAS_DT, DT_SOFTPLUS, HAS_DTB, HAS_SEQ, CLAMP_C)
         m_tp = mask_t[:, None] & mask_p[None, :]
@@ -430,7 +452,7 @@ def ssd_bwd_revsweep_kernel(
             xs = (x.to(tl.float32) * dtv[:, None]).to(dtype)
         else:
             xs = x
-        Lt = _decay_tile(hi, lo, offs_q, True)           # Lt[j, i] = L[i, j]
+        Lt = _L_tile(hi, lo, e_in, inv, e_tot, offs_q, True)           # Lt[j, i] = L[i, j]
         Gt = tl.dot(Bt, tl.trans(Ct), input_precision=PREC)   # Gt[j, i] = C_i . B_j
         Mt = tl.dot(xs, tl.trans(dyc), input_precision=PREC)  # Mt[j, i] = dy_i . xs_j
         dSc = dS.to(dtype)

@@ -234,7 +234,7 @@ def _pre_decays(pre, x, dtla, A, dt_bias, seq_idx, has_dt, dt_softplus, Q):
         return d.float(), d.float()
     b, T, h = dtla.shape
     nc = triton.cdiv(T, Q)
-    dec = torch.empty(5, b * h, T, device=x.device, dtype=torch.float32)
+    dec = torch.empty(6, b * h, T, device=x.device, dtype=torch.float32)
     etot = torch.empty(b * h, nc, device=x.device, dtype=torch.float32)
     d = _dummy(x)
     K.ssd_decays_kernel[(nc, b * h)](
