@@ -77,9 +77,17 @@ class Decays:
         """The coefficients ``a`` themselves."""
         return be.exp(self.data) if self.log else self.data
 
-    def matrix(self, be: Backend) -> Array:
-        """The 1-SS matrix ``L`` of shape ``(..., T, T)`` (module docstring)."""
-        return be.exp(segsum(be, self.data)) if self.log else segprod(be, self.data)
+    def matrix(self, be: Backend, *, masked: bool = True) -> Array:
+        """The 1-SS matrix ``L`` of shape ``(..., T, T)`` (module docstring).
+
+        With ``masked=False`` the entries above the diagonal are 1 instead of 0,
+        one pass cheaper, for callers that multiply by a lower-triangular array.
+        """
+        if masked:
+            return be.exp(segsum(be, self.data)) if self.log else segprod(be, self.data)
+        if self.log:
+            return be.exp(_running(be, self.data, 0.0, be.cumsum)).swapaxes(-1, -2)
+        return _running(be, self.data, 1.0, be.cumprod).swapaxes(-1, -2)
 
     def total(self, be: Backend) -> "Decays":
         """The product over the last axis, in the same form (the axis is dropped)."""

@@ -38,6 +38,14 @@ class Generators:
     def N(self) -> int:
         return self.B.shape[-1]
 
+    def steps(self, start: int, stop: int) -> "Generators":
+        """The generators of steps ``start .. stop - 1`` (views; ``A_start`` becomes ``A_0``)."""
+        t = slice(start, stop)
+        return Generators(self.structure,
+                          None if self.decays is None else self.decays.map(lambda d: d[..., t]),
+                          None if self.A_full is None else self.A_full[..., t, :, :],
+                          self.B[..., t, :], self.C[..., t, :])
+
     def batch_shape(self, be: Backend) -> tuple:
         """The broadcast leading shape of A, B and C."""
         if self.structure == "full":
