@@ -1,6 +1,7 @@
 """``python -m semisep bench``: time the SSD product over T, per algorithm and backend.
 
     python -m semisep bench [--quick] [--out DIR] [--name NAME] [--backends numpy torch ...]
+                            [--Ts T ...] [--threads N] [--no-plot]
 
 Runs :func:`semisep.ssd` (the Mamba-2 layout, scalar decays per head, B and C
 shared by the heads) by each algorithm (recurrent, quadratic, chunked) on each
@@ -23,6 +24,7 @@ import datetime
 import json
 import os
 import platform
+import sys
 import time
 from pathlib import Path
 
@@ -136,6 +138,10 @@ def machine() -> dict:
     info = {"platform": platform.platform(), "processor": platform.processor() or
             platform.machine(), "cpu_count": os.cpu_count(), "python": platform.python_version(),
             "numpy": np.__version__}
+    threads_env = {k: os.environ[k] for k in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS",
+                                              "MKL_NUM_THREADS") if k in os.environ}
+    if threads_env:
+        info["env"] = threads_env
     try:
         import torch
     except ImportError:
@@ -188,9 +194,12 @@ def plot(result: dict, path) -> None:
     ax.minorticks_off()
     ax.set_xlabel("T (sequence length)")
     ax.set_ylabel("ms per ssd call")
+    mach = result["machine"]
+    where = mach.get("gpu") or f"{mach['processor']}, {mach['cpu_count']} CPUs"
+    threads = f", torch threads {mach['torch_threads']}" if "torch_threads" in mach else ""
     ax.set_title(f"semisep {result['semisep']}: ssd, b={cfg['batch']} h={cfg['heads']} "
-                 f"p={cfg['headdim']} N={cfg['state']} Q={cfg['chunk_size']}, float32",
-                 fontsize=9)
+                 f"p={cfg['headdim']} N={cfg['state']} Q={cfg['chunk_size']}, float32\n"
+                 f"{where}{threads}, {result['date'][:10]}", fontsize=9)
     ax.grid(True, which="major", alpha=0.3)
     ax.legend(fontsize=8)
     fig.tight_layout()
@@ -220,8 +229,14 @@ def main(argv=None) -> int:
     parser.add_argument("--backends", nargs="+", metavar="NAME",
                         help="only these backends (default: all available here)")
     parser.add_argument("--Ts", type=int, nargs="+", metavar="T", help="override the lengths")
+    parser.add_argument("--threads", type=int, metavar="N",
+                        help="torch.set_num_threads(N) first (default: torch's own choice)")
     parser.add_argument("--no-plot", action="store_true", help="write the JSON only")
     args = parser.parse_args(argv)
+    if args.threads is not None:
+        import torch
+
+        torch.set_num_threads(args.threads)
 
     cfg = dict(SUITES["quick" if args.quick else "full"])
     if args.Ts:
@@ -229,7 +244,8 @@ def main(argv=None) -> int:
     cases = cases_here(args.backends)
     result = {"semisep": __version__,
               "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-              "command": "python -m semisep bench" + (" --quick" if args.quick else ""),
+              "command": " ".join(["python -m semisep bench",
+                                  *(sys.argv[2:] if argv is None else argv)]),
               "suite": "quick" if args.quick else "full", "machine": machine(), "config": cfg}
     print(f"semisep {__version__} bench ({result['suite']}): "
           f"{', '.join(f'{b}/{d}' for b, d in cases)}", flush=True)

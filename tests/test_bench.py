@@ -20,7 +20,7 @@ def test_bench_quick_writes_json_and_png(tmp_path):
     assert proc.returncode == 0, proc.stderr
     result = json.loads((tmp_path / "q.json").read_text())
     assert result["semisep"] == semisep.__version__
-    assert result["suite"] == "quick"
+    assert result["suite"] == "quick" and "--quick" in result["command"]
     cases = cases_here()
     Ts = SUITES["quick"]["Ts"]
     assert len(result["rows"]) == len(cases) * len(ALGORITHMS) * len(Ts)
