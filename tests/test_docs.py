@@ -74,6 +74,22 @@ def test_readme_links_exist():
     assert not missing, f"README.md links to missing files: {missing}"
 
 
+def test_api_reference_covers_the_public_names():
+    import semisep
+
+    directives = set(re.findall(r"^::: (\S+)", "\n".join(
+        page.read_text() for page in (ROOT / "docs" / "api").glob("*.md")), flags=re.M))
+    missing = []
+    for name in semisep.__all__:
+        obj = getattr(semisep, name)
+        module = getattr(obj, "__module__", None) or ""
+        documented = f"semisep.{name}" in directives or any(
+            module == d or module.startswith(d + ".") for d in directives)
+        if name != "__version__" and not documented:
+            missing.append(name)
+    assert not missing, f"semisep.{missing} are missing from docs/api/*.md"
+
+
 def test_mkdocs_build_strict(tmp_path):
     if not _has_module("mkdocs"):
         pytest.fail("mkdocs is not installed: pip install -e '.[test]'")
