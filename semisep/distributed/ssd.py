@@ -117,7 +117,7 @@ def ssd(x, log_a=None, B=None, C=None, *, group=None, chunk_size: int | None = N
     except (ValueError, TypeError) as exc:
         error = exc
     descs = agree(group, world, collective_device(group, x),
-                  {"b": b, "T": T, "h": h, "p": p, "g": g, "n": n, "dtype": code,
+                  {"b": b, "h": h, "p": p, "g": g, "n": n, "dtype": code,
                    "log_a": log_a is not None, "seq_idx": seq_idx is not None,
                    "initial_state": initial_state is not None, "grad": needs_grad}, error)
     _check_agreement(descs)
@@ -148,10 +148,6 @@ def _check_agreement(descs: list):
     require_all_or_none(descs, "seq_idx", "seq_idx was given")
     require_all_or_none(descs, "grad", "the inputs require grad (so a backward pass, which "
                                        "exchanges gradients between ranks, will follow)")
-    empty = [r for r, d in enumerate(descs) if d["T"] == 0]
-    if empty:
-        raise ValueError(f"x must hold at least one step on every rank, got T = 0 on "
-                         f"rank(s) {empty}")
     late = [r for r, d in enumerate(descs) if d["initial_state"] and r > 0]
     if late:
         raise ValueError(f"initial_state is the state before the whole sequence and is read on "
