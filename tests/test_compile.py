@@ -1,5 +1,9 @@
 """``torch.compile`` over the torch-backend paths of ``SSS.matmul`` and ``ssd`` (CPU).
 
+The chunked algorithm forward and backward (log-decays with a reset), the
+quadratic (diagonal A) and recurrent (scalar A) algorithms forward on real
+values of A, and ``ssd`` with Mamba-2's arguments.
+
 ``fullgraph=True`` makes any graph break an error, so these tests show that
 Dynamo traces the whole product (argument checks, backend selection, the
 algorithm) into one graph. The ``aot_eager`` backend runs AOTAutograd on that
@@ -46,6 +50,23 @@ def test_sss_matmul_compiles_forward_and_backward():
     for got, want in zip(leaves, eager):
         assert torch.isfinite(got.grad).all()
         assert_close(got.grad, want.grad)
+
+
+@pytest.mark.parametrize("algorithm, structure", [("quadratic", "diagonal"),
+                                                  ("recurrent", "scalar")])
+def test_sss_matmul_compiles_other_algorithms(algorithm, structure):
+    gen = torch.Generator().manual_seed(2)
+    shape = (T,) if structure == "scalar" else (T, N)
+    A = 2 * torch.rand(shape, generator=gen, dtype=torch.float64) - 1     # values, any sign
+    B, C = torch.randn(T, N, generator=gen, dtype=torch.float64), torch.randn(
+        T, N, generator=gen, dtype=torch.float64)
+    x = torch.randn(T, P, generator=gen, dtype=torch.float64)
+
+    def product(A, B, C, x):
+        return ss.SSS(A, B, C).matmul(x, algorithm=algorithm, backend="torch")
+
+    y = _compile(product)(A, B, C, x)
+    assert_close(y, dense_reference(A, B, C, structure=structure) @ x.numpy())
 
 
 def test_ssd_compiles_with_mamba2_arguments():
