@@ -81,6 +81,8 @@ def main(argv=None):
     parser.add_argument("--threads", type=int, default=1,
                         help="torch threads (CPU time is the work only with 1)")
     parser.add_argument("--quadratic-max-T", type=int, default=8192)
+    parser.add_argument("--masks", nargs="+", choices=sorted(TARGET_GROWTH),
+                        default=sorted(TARGET_GROWTH), help="the masks to time (default: all)")
     parser.add_argument("--out", default="benchmarks/results/sma_masks.json")
     args = parser.parse_args(argv)
     torch.set_num_threads(args.threads)
@@ -94,6 +96,8 @@ def main(argv=None):
         Q, K, V = (torch.randn(T, d, generator=gen) for d in (args.N, args.N, args.P))
         fns = {}
         for name, L in make_masks(T, gen).items():
+            if name not in args.masks:
+                continue
             algorithms = ["linear"] + (["quadratic"] if T <= args.quadratic_max_T else [])
             for algorithm in algorithms:
                 fns[f"{name}/{algorithm}"] = (
@@ -106,7 +110,7 @@ def main(argv=None):
 
     summary = {}
     at = {r["T"]: r for r in rows}
-    for name in TARGET_GROWTH:
+    for name in args.masks:
         summary[f"{name}_crossover_T"] = crossover(rows, name)
         if 1024 in at and 16384 in at:
             growth = at[16384][f"{name}/linear"] / at[1024][f"{name}/linear"]

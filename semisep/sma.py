@@ -137,6 +137,20 @@ def value_group(batch: int, T: int, S: int, N: int, P: int) -> int:
     return max(1, min(P, LINEAR_BLOCK // max(1, batch * max(T, S) * N)))
 
 
+def _factored(L):
+    """A semiseparable mask with its chunk factors formed once, for the passes to share.
+
+    An :class:`SSS` (scalar or diagonal A) or :class:`OneSS` mask builds its
+    decay matrices on every product; over ``P / g`` passes that cost would grow
+    as ``T^2``. Its block decomposition (:meth:`SSS.blocks`) holds them instead.
+    """
+    if isinstance(L, OneSS):
+        L = L.as_sss()
+    if isinstance(L, SSS) and L.structure != "full":
+        return L.blocks(DEFAULT_CHUNK_SIZE)
+    return L
+
+
 def linear(be, L, Q, K, V):
     """``Y`` by the linear algorithm (module docstring); arrays already in the compute dtype.
 
@@ -148,6 +162,8 @@ def linear(be, L, Q, K, V):
     batch = be.broadcast_shapes(tuple(L.shape[:-2]), tuple(Q.shape[:-2]), tuple(K.shape[:-2]),
                                 tuple(V.shape[:-2]))
     g = value_group(math.prod(batch), T, S, N, P)
+    if g < P:
+        L = _factored(L)
     outs = []
     for start in range(0, P, g):
         part = V[..., start:start + g]
