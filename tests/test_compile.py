@@ -8,8 +8,10 @@ values of A, and ``ssd`` with Mamba-2's arguments.
 Dynamo traces the whole product (argument checks, backend selection, the
 algorithm) into one graph. The ``aot_eager`` backend runs AOTAutograd on that
 graph (functionalization, the joint forward/backward graph) without Inductor's
-C++ code generation, which costs 30 to 50 s per function on a cold cache on a
-2-core machine and is torch's own code, not semisep's.
+C++ code generation, which is torch's own code and costs 15 to 20 s of CPU per
+function on a cold cache on a 2-core machine (measured by hand with the default
+backend: ``SSS.matmul`` chunked and ``ssd`` compile and agree with eager within
+5e-7 in float32).
 """
 
 from __future__ import annotations
