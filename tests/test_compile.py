@@ -1,8 +1,8 @@
 """``torch.compile`` over the torch-backend paths of ``SSS.matmul`` and ``ssd`` (CPU).
 
-The chunked algorithm forward and backward (log-decays with a reset), the
-quadratic (diagonal A) and recurrent (scalar A) algorithms forward on real
-values of A, and ``ssd`` with Mamba-2's arguments.
+Each algorithm of ``SSS.matmul``, forward and backward: chunked on log-decays with a
+reset, quadratic (diagonal A) and recurrent (scalar A) on real values of A; and ``ssd``
+with Mamba-2's arguments.
 
 ``fullgraph=True`` makes any graph break an error, so these tests show that
 Dynamo traces the whole product (argument checks, backend selection, the
@@ -31,7 +31,21 @@ def _compile(fn):
     return torch.compile(fn, backend="aot_eager", fullgraph=True)
 
 
-def test_sss_matmul_compiles_forward_and_backward():
+def _check_forward_backward(product, arrays, expected):
+    """Compiled ``product`` against ``expected`` (float64 numpy), and its gradients against
+    eager ones."""
+    leaves = [v.clone().requires_grad_() for v in arrays]
+    y = _compile(product)(*leaves)
+    assert_close(y.detach(), expected)
+    y.square().sum().backward()
+    eager = [v.clone().requires_grad_() for v in arrays]
+    product(*eager).square().sum().backward()
+    for got, want in zip(leaves, eager):
+        assert torch.isfinite(got.grad).all()
+        assert_close(got.grad, want.grad)
+
+
+def test_sss_matmul_chunked_compiles():
     gen = torch.Generator().manual_seed(0)
     log_a = -torch.rand(2, T, generator=gen, dtype=torch.float64)
     log_a[1, 20] = -torch.inf                                # a reset
@@ -43,20 +57,13 @@ def test_sss_matmul_compiles_forward_and_backward():
         return ss.SSS.from_log(log_a, B, C).matmul(x, algorithm="chunked", chunk_size=Q,
                                                    backend="torch")
 
-    leaves = [v.clone().requires_grad_() for v in (log_a, B, C, x)]
-    y = _compile(product)(*leaves)
-    assert_close(y.detach(), dense_reference(log_a, B, C, log=True) @ x.numpy())
-    y.square().sum().backward()
-    eager = [v.clone().requires_grad_() for v in (log_a, B, C, x)]
-    product(*eager).square().sum().backward()
-    for got, want in zip(leaves, eager):
-        assert torch.isfinite(got.grad).all()
-        assert_close(got.grad, want.grad)
+    _check_forward_backward(product, (log_a, B, C, x),
+                            dense_reference(log_a, B, C, log=True) @ x.numpy())
 
 
 @pytest.mark.parametrize("algorithm, structure", [("quadratic", "diagonal"),
                                                   ("recurrent", "scalar")])
-def test_sss_matmul_compiles_other_algorithms(algorithm, structure):
+def test_sss_matmul_other_algorithms_compile(algorithm, structure):
     gen = torch.Generator().manual_seed(2)
     shape = (T,) if structure == "scalar" else (T, N)
     A = 2 * torch.rand(shape, generator=gen, dtype=torch.float64) - 1     # values, any sign
@@ -67,8 +74,8 @@ def test_sss_matmul_compiles_other_algorithms(algorithm, structure):
     def product(A, B, C, x):
         return ss.SSS(A, B, C).matmul(x, algorithm=algorithm, backend="torch")
 
-    y = _compile(product)(A, B, C, x)
-    assert_close(y, dense_reference(A, B, C, structure=structure) @ x.numpy())
+    _check_forward_backward(product, (A, B, C, x),
+                            dense_reference(A, B, C, structure=structure) @ x.numpy())
 
 
 def test_ssd_compiles_with_mamba2_arguments():
