@@ -95,8 +95,8 @@ def test_mkdocs_build_strict(tmp_path):
         pytest.fail("mkdocs is not installed: pip install -e '.[test]'")
     proc = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "--quiet",
                            "-f", str(ROOT / "mkdocs.yml"), "-d", str(tmp_path / "site")],
-                          cwd=ROOT, capture_output=True, text=True, timeout=300, check=False,
-                          env={**os.environ, "NO_MKDOCS_2_WARNING": "1"})
+                          cwd=tmp_path, capture_output=True, text=True, timeout=300,
+                          check=False, env={**os.environ, "NO_MKDOCS_2_WARNING": "1"})
     assert proc.returncode == 0, proc.stdout + proc.stderr
     site = tmp_path / "site"
     for page in ("index.html", "getting-started/index.html", "concepts/chunked/index.html",
