@@ -177,3 +177,28 @@ def test_registry_backend_triton(triton_on_cpu):
     y2r, _ = naive.ssd_reference(xm[None, :, None], la[None, :, None], Bm[None, :, None],
                                  Cm[None, :, None])
     assert rel(y2, y2r[0, :, 0]) < 1e-5
+
+
+@pytest.mark.parametrize("pre", ["0", "1"])
+def test_strong_decays_and_resets_in_a_partial_last_chunk(monkeypatch, pre):
+    # log-decays down to -1e4 and -inf resets, T not a multiple of the chunk: finite, and
+    # equal to the reference (the padded tail of the last chunk must not overflow)
+    monkeypatch.setenv("SEMISEP_TRITON_PRE_DECAYS", pre)
+    gen = torch.Generator().manual_seed(7)
+    b, T, h, p, g, n = 1, 45, 2, 16, 1, 16
+    x = torch.randn(b, T, h, p, generator=gen)
+    la = -torch.exp(torch.empty(b, T, h).uniform_(-6, math.log(1e4), generator=gen))
+    la[:, 33] = -math.inf
+    la[:, 40] = -1e4
+    B = torch.randn(b, T, g, n, generator=gen)
+    C = torch.randn(b, T, g, n, generator=gen)
+    x, la, B, C = [t.requires_grad_(True) for t in (x, la, B, C)]
+    y = ssd(x, la, B, C, chunk_size=16)
+    gy = torch.randn_like(y)
+    got = torch.autograd.grad((y * gy).sum(), (x, la, B, C))
+    yr, _ = naive.ssd_reference(x, la, B, C)
+    want = torch.autograd.grad((yr * gy.double()).sum(), (x, la, B, C))
+    assert rel(y, yr) < 1e-5
+    for nm, a, w in zip("x la B C".split(), got, want):
+        assert torch.isfinite(a).all(), nm
+        assert rel(a, torch.nan_to_num(w, nan=0.0)) < 1e-4, nm

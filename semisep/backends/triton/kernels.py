@@ -98,14 +98,16 @@ def _decays_all(PRE: tl.constexpr, dec_ptr, etot_ptr, BH, NC, c,
     inv = exp(-l_i) (used only when the chunk's total decay keeps it finite, see _L_tile).
     """
     if PRE:
+        # rows of length NC * Q: the padded tail of the last chunk holds the continuation
+        # (log-decay 0), never a fill value that would break the prefix sums' monotonicity
         bh64 = b64 * H + h
-        mask_t = t < T
-        dtv = tl.load(dec_ptr + bh64 * T + t, mask=mask_t, other=0.0)
-        hi = tl.load(dec_ptr + (BH + bh64) * T + t, mask=mask_t, other=0.0)
-        lo = tl.load(dec_ptr + (2 * BH + bh64) * T + t, mask=mask_t, other=0.0)
-        e_in = tl.load(dec_ptr + (3 * BH + bh64) * T + t, mask=mask_t, other=0.0)
-        to_end = tl.load(dec_ptr + (4 * BH + bh64) * T + t, mask=mask_t, other=0.0)
-        inv = tl.load(dec_ptr + (5 * BH + bh64) * T + t, mask=mask_t, other=0.0)
+        TP = NC * t.shape[0]
+        dtv = tl.load(dec_ptr + bh64 * TP + t)
+        hi = tl.load(dec_ptr + (BH + bh64) * TP + t)
+        lo = tl.load(dec_ptr + (2 * BH + bh64) * TP + t)
+        e_in = tl.load(dec_ptr + (3 * BH + bh64) * TP + t)
+        to_end = tl.load(dec_ptr + (4 * BH + bh64) * TP + t)
+        inv = tl.load(dec_ptr + (5 * BH + bh64) * TP + t)
         e_tot = tl.load(etot_ptr + bh64 * NC + c)
     else:
         dtv, la2, hi, lo, tot = _chunk_decays(dt_ptr, A_ptr, dtb_ptr, seq_ptr, b64, h, H, T, t,
@@ -118,14 +120,15 @@ def _decays_all(PRE: tl.constexpr, dec_ptr, etot_ptr, BH, NC, c,
 
 
 @triton.jit
-def _L_tile(hi, lo, e_in, inv, e_tot, offs_q, TRANSPOSED: tl.constexpr):
+def _L_tile(hi, lo, e_in, inv, e_tot, offs_q, TRANSPOSED: tl.constexpr,
+            FACTOR: tl.constexpr = True):
     """The chunk's decay tile L[i, j] = exp(l_i - l_j) (i >= j), or its transpose.
 
     When the chunk's total decay is above 2^-100 every exp(l_i) and exp(-l_j) is a normal
     fp32 number and L = exp(l_i) * exp(-l_j) (2 roundings, no exponential per entry);
     otherwise (strong decay, resets) the exact per-entry form of _decay_tile.
     """
-    if e_tot > 7.888609052210118e-31:
+    if FACTOR and e_tot > 7.888609052210118e-31:
         if TRANSPOSED:
             L = tl.where(offs_q[None, :] >= offs_q[:, None], inv[:, None] * e_in[None, :], 0.0)
         else:
@@ -153,12 +156,13 @@ def ssd_decays_kernel(dt_ptr, A_ptr, dtb_ptr, seq_ptr, dec_ptr, etot_ptr, T, H,
                                                    T, t, HAS_DT, DT_SOFTPLUS, HAS_DTB, HAS_SEQ,
                                                    CLAMP_C)
     bh64 = b64 * H + h
-    tl.store(dec_ptr + bh64 * T + t, dtv, mask=mask_t)
-    tl.store(dec_ptr + (BH + bh64) * T + t, hi, mask=mask_t)
-    tl.store(dec_ptr + (2 * BH + bh64) * T + t, lo, mask=mask_t)
-    tl.store(dec_ptr + (3 * BH + bh64) * T + t, e_in, mask=mask_t)
-    tl.store(dec_ptr + (4 * BH + bh64) * T + t, to_end, mask=mask_t)
-    tl.store(dec_ptr + (5 * BH + bh64) * T + t, inv, mask=mask_t)
+    TP = NC * Q
+    tl.store(dec_ptr + bh64 * TP + t, dtv)
+    tl.store(dec_ptr + (BH + bh64) * TP + t, hi)
+    tl.store(dec_ptr + (2 * BH + bh64) * TP + t, lo)
+    tl.store(dec_ptr + (3 * BH + bh64) * TP + t, e_in)
+    tl.store(dec_ptr + (4 * BH + bh64) * TP + t, to_end)
+    tl.store(dec_ptr + (5 * BH + bh64) * TP + t, inv)
     tl.store(etot_ptr + bh64 * NC + c, e_tot)
 
 
@@ -184,7 +188,7 @@ def ssd_fwd_kernel(
     HAS_D: tl.constexpr, D_PER_P: tl.constexpr, HAS_Z: tl.constexpr, HAS_H0: tl.constexpr,
     HAS_SEQ: tl.constexpr, STORE_HT: tl.constexpr,
     Q: tl.constexpr, BP: tl.constexpr, BN: tl.constexpr, PREC: tl.constexpr,
-    CLAMP_C: tl.constexpr, PRE: tl.constexpr = False,
+    CLAMP_C: tl.constexpr, PRE: tl.constexpr = False, FACTOR: tl.constexpr = True,
 ):
     pid_p = tl.program_id(0)
     pid_bh = tl.program_id(1)
@@ -234,7 +238,7 @@ def ssd_fwd_kernel(
         else:
             xs = x
         Gm = tl.dot(Ct, tl.trans(Bt), input_precision=PREC)
-        L = _L_tile(hi, lo, e_in, inv, e_tot, offs_q, False)
+        L = _L_tile(hi, lo, e_in, inv, e_tot, offs_q, False, FACTOR)
         W = (Gm * L).to(dtype)
         acc = tl.dot(W, xs, input_precision=PREC)
         CS = tl.dot(Ct, tl.trans(S.to(dtype)), input_precision=PREC)
@@ -267,7 +271,7 @@ def ssd_bwd_fwdsweep_kernel(
     HAS_D: tl.constexpr, D_PER_P: tl.constexpr, HAS_Z: tl.constexpr, HAS_H0: tl.constexpr,
     HAS_SEQ: tl.constexpr, HAS_DHT: tl.constexpr,
     Q: tl.constexpr, BP: tl.constexpr, BN: tl.constexpr, PREC: tl.constexpr,
-    CLAMP_C: tl.constexpr, PRE: tl.constexpr = False,
+    CLAMP_C: tl.constexpr, PRE: tl.constexpr = False, FACTOR: tl.constexpr = True,
 ):
     """dC partial (per head and p-block), r1 = dy . y, dz, dD partial; the state after each chunk."""
     pid_p = tl.program_id(0)
@@ -328,7 +332,7 @@ def ssd_bwd_fwdsweep_kernel(
             xs = (x.to(tl.float32) * dtv[:, None]).to(dtype)
         else:
             xs = x
-        L = _L_tile(hi, lo, e_in, inv, e_tot, offs_q, False)
+        L = _L_tile(hi, lo, e_in, inv, e_tot, offs_q, False, FACTOR)
         if HAS_Z:
             zz = tl.load(z_base + t[:, None] * (H * P) + offs_p[None, :], mask=m_tp,
                          other=0.0).to(tl.float32)
@@ -377,7 +381,7 @@ def ssd_bwd_revsweep_kernel(
     HAS_D: tl.constexpr, D_PER_P: tl.constexpr, HAS_Z: tl.constexpr,
     HAS_SEQ: tl.constexpr, HAS_DHT: tl.constexpr, STORE_DH0: tl.constexpr,
     Q: tl.constexpr, BP: tl.constexpr, BN: tl.constexpr, PREC: tl.constexpr,
-    CLAMP_C: tl.constexpr, PRE: tl.constexpr = False,
+    CLAMP_C: tl.constexpr, PRE: tl.constexpr = False, FACTOR: tl.constexpr = True,
 ):
     """dx, dB partial, the log-decay gradient (partial over p-blocks), q = x . dxs, d h0.
 
@@ -452,7 +456,7 @@ def ssd_bwd_revsweep_kernel(
             xs = (x.to(tl.float32) * dtv[:, None]).to(dtype)
         else:
             xs = x
-        Lt = _L_tile(hi, lo, e_in, inv, e_tot, offs_q, True)           # Lt[j, i] = L[i, j]
+        Lt = _L_tile(hi, lo, e_in, inv, e_tot, offs_q, True, FACTOR)           # Lt[j, i] = L[i, j]
         Gt = tl.dot(Bt, tl.trans(Ct), input_precision=PREC)   # Gt[j, i] = C_i . B_j
         Mt = tl.dot(xs, tl.trans(dyc), input_precision=PREC)  # Mt[j, i] = dy_i . xs_j
         dSc = dS.to(dtype)

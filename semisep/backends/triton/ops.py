@@ -223,8 +223,12 @@ def _fwd(x, dtla, A, B, C, D, z, dt_bias, h0, seq_idx, has_dt, dt_softplus, chun
             HAS_D=D is not None, D_PER_P=D is not None and D.dim() == 2, HAS_Z=z is not None,
             HAS_H0=h0 is not None, HAS_SEQ=seq_idx is not None, STORE_HT=True,
             Q=cfg["Q"], BP=cfg["BP"], BN=cfg["BN"], PREC=_prec(x.dtype), CLAMP_C=K.CLAMP,
-            PRE=pre, **_launch_opts(cfg))
+            PRE=pre, FACTOR=_factor(), **_launch_opts(cfg))
     return y, hT
+
+
+def _factor() -> bool:
+    return os.environ.get("SEMISEP_TRITON_FACTOR", "1") == "1"
 
 
 def _pre_decays(pre, x, dtla, A, dt_bias, seq_idx, has_dt, dt_softplus, Q):
@@ -234,7 +238,7 @@ def _pre_decays(pre, x, dtla, A, dt_bias, seq_idx, has_dt, dt_softplus, Q):
         return d.float(), d.float()
     b, T, h = dtla.shape
     nc = triton.cdiv(T, Q)
-    dec = torch.empty(6, b * h, T, device=x.device, dtype=torch.float32)
+    dec = torch.empty(6, b * h, nc * Q, device=x.device, dtype=torch.float32)
     etot = torch.empty(b * h, nc, device=x.device, dtype=torch.float32)
     d = _dummy(x)
     K.ssd_decays_kernel[(nc, b * h)](
@@ -304,12 +308,13 @@ def _bwd_v1(dy, dhT, x, dtla, A, B, C, D, z, dt_bias, h0, seq_idx, has_dt, dt_so
                 x, dtla, o(A), o(dt_bias), Bx, Cx, o(D), o(z), o(h0), o(seq_idx), dy,
                 dec, etot, o(dhT),
                 dC_part, r1, o(dz), o(dD_part), states,
-                T, h, g, p, n, npb, HAS_H0=h0 is not None, PRE=pre, **flags,
+                T, h, g, p, n, npb, HAS_H0=h0 is not None, PRE=pre, FACTOR=_factor(), **flags,
                 **_launch_opts(cfg))
             K.ssd_bwd_revsweep_kernel[grid](
                 x, dtla, o(A), o(dt_bias), Bx, Cx, o(D), o(z), o(seq_idx), dy, o(dhT),
                 dec, etot, states, r1, dx, dB_part, dla_part, qd, o(dh0),
-                T, h, g, p, n, npb, STORE_DH0=need_dh0, PRE=pre, **flags, **_launch_opts(cfg))
+                T, h, g, p, n, npb, STORE_DH0=need_dh0, PRE=pre, FACTOR=_factor(), **flags,
+                **_launch_opts(cfg))
     else:
         if need_dh0:
             dh0.copy_(dhT if dhT is not None else torch.zeros_like(dh0))
