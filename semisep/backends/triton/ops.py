@@ -210,7 +210,7 @@ def _fwd(x, dtla, A, B, C, D, z, dt_bias, h0, seq_idx, has_dt, dt_softplus, chun
     if T == 0:
         hT.copy_(h0 if h0 is not None else torch.zeros_like(hT))
         return y, hT
-    pre = os.environ.get("SEMISEP_TRITON_PRE_DECAYS", "1") == "1"
+    pre = _pre("fwd")
     with _device_ctx(x):
         dec, etot = _pre_decays(pre, x, dtla, A, dt_bias, seq_idx, has_dt, dt_softplus,
                                 cfg["Q"])
@@ -223,12 +223,22 @@ def _fwd(x, dtla, A, B, C, D, z, dt_bias, h0, seq_idx, has_dt, dt_softplus, chun
             HAS_D=D is not None, D_PER_P=D is not None and D.dim() == 2, HAS_Z=z is not None,
             HAS_H0=h0 is not None, HAS_SEQ=seq_idx is not None, STORE_HT=True,
             Q=cfg["Q"], BP=cfg["BP"], BN=cfg["BN"], PREC=_prec(x.dtype), CLAMP_C=K.CLAMP,
-            PRE=pre, FACTOR=_factor(), **_launch_opts(cfg))
+            PRE=pre, FACTOR=_factor("fwd"), **_launch_opts(cfg))
     return y, hT
 
 
-def _factor() -> bool:
-    return os.environ.get("SEMISEP_TRITON_FACTOR", "1") == "1"
+# Defaults from the H200 run of 2026-11-29 10:25 (benchmarks/NOTES.md, run 5): the forward is
+# fastest with the decay pre-pass and the per-entry decay tile, the backward sweeps without the
+# pre-pass and with the factorized tile. The environment overrides both directions.
+_DEFAULTS = {"fwd": dict(pre="1", factor="0"), "bwd": dict(pre="0", factor="1")}
+
+
+def _factor(kind: str = "fwd") -> bool:
+    return os.environ.get("SEMISEP_TRITON_FACTOR", _DEFAULTS[kind]["factor"]) == "1"
+
+
+def _pre(kind: str = "fwd") -> bool:
+    return os.environ.get("SEMISEP_TRITON_PRE_DECAYS", _DEFAULTS[kind]["pre"]) == "1"
 
 
 def _pre_decays(pre, x, dtla, A, dt_bias, seq_idx, has_dt, dt_softplus, Q):
@@ -299,7 +309,7 @@ def _bwd_v1(dy, dhT, x, dtla, A, B, C, D, z, dt_bias, h0, seq_idx, has_dt, dt_so
                  HAS_D=D is not None, D_PER_P=D is not None and D.dim() == 2,
                  HAS_Z=z is not None, HAS_SEQ=seq_idx is not None, HAS_DHT=dhT is not None,
                  Q=cfg["Q"], BP=BP, BN=cfg["BN"], PREC=_prec(x.dtype), CLAMP_C=K.CLAMP)
-    pre = os.environ.get("SEMISEP_TRITON_PRE_DECAYS", "1") == "1"
+    pre = _pre("bwd")
     if T > 0:
         with _device_ctx(x):
             dec, etot = _pre_decays(pre, x, dtla, A, dt_bias, seq_idx, has_dt, dt_softplus,
@@ -308,12 +318,12 @@ def _bwd_v1(dy, dhT, x, dtla, A, B, C, D, z, dt_bias, h0, seq_idx, has_dt, dt_so
                 x, dtla, o(A), o(dt_bias), Bx, Cx, o(D), o(z), o(h0), o(seq_idx), dy,
                 dec, etot, o(dhT),
                 dC_part, r1, o(dz), o(dD_part), states,
-                T, h, g, p, n, npb, HAS_H0=h0 is not None, PRE=pre, FACTOR=_factor(), **flags,
+                T, h, g, p, n, npb, HAS_H0=h0 is not None, PRE=pre, FACTOR=_factor("bwd"), **flags,
                 **_launch_opts(cfg))
             K.ssd_bwd_revsweep_kernel[grid](
                 x, dtla, o(A), o(dt_bias), Bx, Cx, o(D), o(z), o(seq_idx), dy, o(dhT),
                 dec, etot, states, r1, dx, dB_part, dla_part, qd, o(dh0),
-                T, h, g, p, n, npb, STORE_DH0=need_dh0, PRE=pre, FACTOR=_factor(), **flags,
+                T, h, g, p, n, npb, STORE_DH0=need_dh0, PRE=pre, FACTOR=_factor("bwd"), **flags,
                 **_launch_opts(cfg))
     else:
         if need_dh0:
