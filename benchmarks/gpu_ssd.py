@@ -112,12 +112,10 @@ def ceilings():
     from triton.testing import do_bench
     ms = do_bench(lambda: bb.copy_(a), warmup=25, rep=200, return_mode="median")
     out["copy_GBps"] = 2 * a.numel() * 4 / ms / 1e6
-    del a, bb
     m = torch.randn(8192, 8192, device="cuda", dtype=torch.bfloat16)
     m2 = torch.randn(8192, 8192, device="cuda", dtype=torch.bfloat16)
     ms = do_bench(lambda: m @ m2, warmup=25, rep=200, return_mode="median")
     out["bf16_TFLOPs"] = 2 * 8192**3 / ms / 1e9
-    del m, m2
     torch.cuda.empty_cache()
     return out
 
@@ -383,7 +381,6 @@ def bench_grid(results, variants, Ns, Ts, impls, b=8, h=32, p=64, g=1):
                     lambda: fused_gla(q, k, v, g=gg, scale=1.0)[0],
                     lambda: torch.autograd.grad(fused_gla(qg, kg, vg, g=ggg, scale=1.0)[0],
                                                 (qg, kg, vg, ggg), gy))
-                del q, k, v, gg, qg, kg, vg, ggg
             if "sdpa" in impls:
                 qs = torch.randn(b, h, T, 64, device="cuda", dtype=torch.bfloat16)
                 ks, vs = torch.randn_like(qs), torch.randn_like(qs)
@@ -393,8 +390,6 @@ def bench_grid(results, variants, Ns, Ts, impls, b=8, h=32, p=64, g=1):
                     lambda: sdpa(qs, ks, vs, is_causal=True),
                     lambda: torch.autograd.grad(sdpa(qsg, ksg, vsg, is_causal=True),
                                                 (qsg, ksg, vsg), gy.transpose(1, 2)))
-                del qs, ks, vs, qsg, ksg, vsg
-            del x, dt, A, B, C, D, gy, xg, dtg, Bg, Cg
             torch.cuda.empty_cache()
             if results.get("_out"):
                 with open(os.path.join(results["_out"], "h200_ssd.json"), "w") as f:

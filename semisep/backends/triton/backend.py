@@ -4,8 +4,9 @@ It is a :class:`~semisep.backends.torch_backend.TorchBackend` (same primitives) 
 entry points, :meth:`TritonBackend.ssd` and :meth:`TritonBackend.sss_matmul`, run the
 kernels of :mod:`semisep.backends.triton.kernels` for the cases :meth:`supports` accepts:
 scalar A given as log-decays, the chunked (or one-chunk quadratic) algorithm, fp32 / bf16 /
-fp16 inputs, n and p up to 256. Inputs of other dtypes (float64) that reach it run the
-generic torch algorithms on the same device.
+fp16 inputs, n and p up to 256. Inputs outside that (float64, p or n above 256) that reach
+it run the generic torch algorithms on the same device: :class:`~semisep.backends.base.Case`
+carries no dtype or sizes, so :meth:`supports` cannot turn them away beforehand.
 
 The kernels are imported lazily (first use), so importing semisep never compiles or
 imports Triton.
@@ -64,7 +65,9 @@ class TritonBackend(TorchBackend):
             dt_bias=None, dt_softplus=False, seq_idx=None):
         from . import ops
 
-        if str(x.dtype).replace("torch.", "") not in _KERNEL_DTYPES:
+        if (str(x.dtype).replace("torch.", "") not in _KERNEL_DTYPES
+                or ops.supports_reason(x, B, C) is not None):
+            # float64, or p / n above 256: the generic algorithms on the same device
             return super().ssd(x, log_a, B, C, chunk_size=chunk_size or 64,
                                return_final_state=return_final_state, algorithm=algorithm,
                                initial_state=initial_state, dt=dt, A=A, D=D, z=z,

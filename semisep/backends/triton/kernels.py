@@ -20,16 +20,26 @@ The fp64 prefix sums are split into ``hi + lo`` fp32 pairs, and
 ``l_i - l_j = (hi_i - hi_j) + (lo_i - lo_j)`` is then correct to fp32 rounding
 of the segment sum itself, for any magnitude: no cancellation, no NaN.
 
-Backward (two sweeps, both recomputing the forward state or its adjoint):
+Backward (default, "v1"): a decay pre-pass is optional; two sweeps, each recomputing
+what it needs:
 
-* forward sweep: ``dC = (M o L) B + exp(l) * (dy S_in)`` with ``M = dy xs^T``, the
-  row terms ``r1_i = C_i . dC_i = dy_i . y_i``, ``dz`` (recomputing y) and ``dD``;
-* reverse sweep with the adjoint state ``dS`` (p, n):
-  ``dxs = (G o L)^T dy + exp(l_end - l) * (B dS^T)``,
-  ``dB = (M o L)^T C + exp(l_end - l) * (xs dS)``, ``r2_j = xs_j . dxs_j``,
-  ``dS <- exp(l_end) dS + (dy * exp(l))^T C``; at the start ``dS`` is d(initial state).
+* forward sweep (carries S): ``dC = (M o L) B + exp(l) (dy S_in)`` with ``M = dy xs^T``,
+  ``dz`` (recomputing y), ``dD``, ``r1off_i = dy_i . exp(l_i) S_in C_i`` and the state after
+  each chunk (bf16 for bf16 inputs, fp32 for fp32);
+* reverse sweep (carries the adjoint dS (p, n)):
+  ``dxs = (G o L)^T dy + exp(l_end - l) (B dS^T)``,
+  ``dB = (M o L)^T C + exp(l_end - l) (xs dS)``,
+  ``dS <- exp(l_end) dS + (dy exp(l))^T C``; at the start dS is d(initial state).
 
-The log-decay gradient is ``dla_t = sum_{t' >= t} (r1 - r2)_{t'} + <dS_T, S_T>``.
+The log-decay gradient is chunk-local, never a running sum over the sequence:
+``dla_t = sum_{i >= t > j in the chunk} P_ij + sum_{i >= t} (r1off - r2off)_i + <dS_out, S_out>``
+with ``P = G o L o M`` (fp32, strictly lower) and ``r2off_j = xs_j . exp(l_end - l_j) dS B_j``:
+the pairs inside the chunk that straddle t, those entering or leaving the chunk, and all that
+cross its end, the last from the two states at that boundary.
+
+Version 2 (``SEMISEP_TRITON_FWD_VERSION=2`` / ``BWD_VERSION=2``): light sweeps that only store
+the states (and adjoint states) per chunk, then one kernel per (chunk, batch, group) for all
+heads of the group, sharing ``C B^T``; less memory, slower on the H200 so far (NOTES.md).
 """
 
 from __future__ import annotations
@@ -150,7 +160,6 @@ def ssd_decays_kernel(dt_ptr, A_ptr, dtb_ptr, seq_ptr, dec_ptr, etot_ptr, T, H,
     b64 = (bh // H).to(tl.int64)
     h = bh % H
     t = c * Q + tl.arange(0, Q).to(tl.int64)
-    mask_t = t < T
     dtv, hi, lo, e_in, to_end, e_tot, inv = _decays_all(False, dec_ptr, etot_ptr, BH, NC, c,
                                                    dt_ptr, A_ptr, dtb_ptr, seq_ptr, b64, h, H,
                                                    T, t, HAS_DT, DT_SOFTPLUS, HAS_DTB, HAS_SEQ,
@@ -181,7 +190,8 @@ def _decay_tile(hi, lo, offs_q, TRANSPOSED: tl.constexpr):
 
 @triton.jit
 def ssd_fwd_kernel(
-    x_ptr, dt_ptr, A_ptr, dtb_ptr, B_ptr, C_ptr, D_ptr, z_ptr, h0_ptr, seq_ptr, dec_ptr, etot_ptr,
+    x_ptr, dt_ptr, A_ptr, dtb_ptr, B_ptr, C_ptr, D_ptr, z_ptr, h0_ptr, seq_ptr,
+    dec_ptr, etot_ptr,
     y_ptr, hT_ptr,
     T, H, G, P, N,
     HAS_DT: tl.constexpr, DT_SOFTPLUS: tl.constexpr, HAS_DTB: tl.constexpr,
@@ -263,7 +273,8 @@ def ssd_fwd_kernel(
 
 @triton.jit
 def ssd_bwd_fwdsweep_kernel(
-    x_ptr, dt_ptr, A_ptr, dtb_ptr, B_ptr, C_ptr, D_ptr, z_ptr, h0_ptr, seq_ptr, dy_ptr, dec_ptr, etot_ptr,
+    x_ptr, dt_ptr, A_ptr, dtb_ptr, B_ptr, C_ptr, D_ptr, z_ptr, h0_ptr, seq_ptr, dy_ptr,
+    dec_ptr, etot_ptr,
     dhT_ptr,
     dC_ptr, r1_ptr, dz_ptr, dD_ptr, st_ptr,
     T, H, G, P, N, NPB,
@@ -273,7 +284,8 @@ def ssd_bwd_fwdsweep_kernel(
     Q: tl.constexpr, BP: tl.constexpr, BN: tl.constexpr, PREC: tl.constexpr,
     CLAMP_C: tl.constexpr, PRE: tl.constexpr = False, FACTOR: tl.constexpr = True,
 ):
-    """dC partial (per head and p-block), r1 = dy . y, dz, dD partial; the state after each chunk."""
+    """Forward sweep of the backward: dC partial (per head, p-block), dz, dD partial,
+    r1off_i = dy_i . (exp(l_i) S_in C_i), and the state after each chunk (for <dS_out, S_out>)."""
     pid_p = tl.program_id(0)
     pid_bh = tl.program_id(1)
     b = pid_bh // H
@@ -373,7 +385,8 @@ def ssd_bwd_fwdsweep_kernel(
 
 @triton.jit
 def ssd_bwd_revsweep_kernel(
-    x_ptr, dt_ptr, A_ptr, dtb_ptr, B_ptr, C_ptr, D_ptr, z_ptr, seq_ptr, dy_ptr, dhT_ptr, dec_ptr, etot_ptr,
+    x_ptr, dt_ptr, A_ptr, dtb_ptr, B_ptr, C_ptr, D_ptr, z_ptr, seq_ptr, dy_ptr, dhT_ptr,
+    dec_ptr, etot_ptr,
     st_ptr, r1_ptr,
     dx_ptr, dB_ptr, dla_ptr, q_ptr, dh0_ptr,
     T, H, G, P, N, NPB,
@@ -456,7 +469,7 @@ def ssd_bwd_revsweep_kernel(
             xs = (x.to(tl.float32) * dtv[:, None]).to(dtype)
         else:
             xs = x
-        Lt = _L_tile(hi, lo, e_in, inv, e_tot, offs_q, True, FACTOR)           # Lt[j, i] = L[i, j]
+        Lt = _L_tile(hi, lo, e_in, inv, e_tot, offs_q, True, FACTOR)   # Lt[j, i] = L[i, j]
         Gt = tl.dot(Bt, tl.trans(Ct), input_precision=PREC)   # Gt[j, i] = C_i . B_j
         Mt = tl.dot(xs, tl.trans(dyc), input_precision=PREC)  # Mt[j, i] = dy_i . xs_j
         dSc = dS.to(dtype)

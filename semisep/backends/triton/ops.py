@@ -318,17 +318,18 @@ def _bwd_v1(dy, dhT, x, dtla, A, B, C, D, z, dt_bias, h0, seq_idx, has_dt, dt_so
                 x, dtla, o(A), o(dt_bias), Bx, Cx, o(D), o(z), o(h0), o(seq_idx), dy,
                 dec, etot, o(dhT),
                 dC_part, r1, o(dz), o(dD_part), states,
-                T, h, g, p, n, npb, HAS_H0=h0 is not None, PRE=pre, FACTOR=_factor("bwd"), **flags,
-                **_launch_opts(cfg))
+                T, h, g, p, n, npb, HAS_H0=h0 is not None, PRE=pre, FACTOR=_factor("bwd"),
+                **flags, **_launch_opts(cfg))
             K.ssd_bwd_revsweep_kernel[grid](
                 x, dtla, o(A), o(dt_bias), Bx, Cx, o(D), o(z), o(seq_idx), dy, o(dhT),
                 dec, etot, states, r1, dx, dB_part, dla_part, qd, o(dh0),
-                T, h, g, p, n, npb, STORE_DH0=need_dh0, PRE=pre, FACTOR=_factor("bwd"), **flags,
-                **_launch_opts(cfg))
+                T, h, g, p, n, npb, STORE_DH0=need_dh0, PRE=pre, FACTOR=_factor("bwd"),
+                **flags, **_launch_opts(cfg))
     else:
         if need_dh0:
             dh0.copy_(dhT if dhT is not None else torch.zeros_like(dh0))
-        dla_part.zero_(); qd.zero_()
+        dla_part.zero_()
+        qd.zero_()
         if dD_part is not None:
             dD_part.zero_()
     del states
@@ -397,7 +398,8 @@ def _bwd_v2(dy, dhT, x, dtla, A, B, C, D, z, dt_bias, h0, seq_idx, has_dt, dt_so
     else:
         if need_dh0:
             dh0.copy_(dhT if dhT is not None else torch.zeros_like(dh0))
-        dla.zero_(); qd.zero_(); dB_part.zero_(); dC_part.zero_()
+        for buf in (dla, qd, dB_part, dC_part):
+            buf.zero_()
     del states, dstates
     dDp = None if dD_part is None else dD_part.sum(1)
     return dx, dz, dla, qd, dB_part.sum(0), dC_part.sum(0), dDp, dh0
@@ -406,7 +408,6 @@ def _bwd_v2(dy, dhT, x, dtla, A, B, C, D, z, dt_bias, h0, seq_idx, has_dt, dt_so
 def _bwd(dy, dhT, x, dtla, A, B, C, D, z, dt_bias, h0, seq_idx, has_dt, dt_softplus,
          chunk_size, need_dh0):
     b, T, h, p = x.shape
-    g, n = B.shape[2], B.shape[3]
     fn = _bwd_v2 if os.environ.get("SEMISEP_TRITON_BWD_VERSION", "1") == "2" else _bwd_v1
     dx, dz, dla, qsum, dB32, dC32, dD_part, dh0 = fn(
         dy, dhT, x, dtla, A, B, C, D, z, dt_bias, h0, seq_idx, has_dt, dt_softplus,
