@@ -50,7 +50,7 @@ kernels = {
              dict(x_ptr=P, dt_ptr=F, A_ptr=F, dtb_ptr=F, B_ptr=P, C_ptr=P, D_ptr=F, z_ptr=P,
                   seq_ptr="*i32", dy_ptr=P, dhT_ptr=F, dec_ptr=F, etot_ptr=F, st_ptr=P, r1_ptr=F,
                   dx_ptr=P, dB_ptr=F, dla_ptr=F, q_ptr=F, dh0_ptr=F),
-             dict(HAS_DHT=False, STORE_DH0=False)),
+             dict(HAS_DHT=False, STORE_DH0=False, INTRA_DOT=bool(opts.get("intra", 0)))),
     "states_fwd": (K.ssd_states_fwd_kernel,
                    dict(x_ptr=P, dt_ptr=F, A_ptr=F, dtb_ptr=F, B_ptr=P, h0_ptr=F, seq_ptr="*i32",
                         st_ptr=P, hT_ptr=F), dict(HAS_H0=False, STORE_HT=True)),

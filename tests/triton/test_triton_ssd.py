@@ -60,12 +60,13 @@ def test_forward_mamba2_extras():
     assert rel(y[:1, 10:30], y1) < 1e-6
 
 
-@pytest.mark.parametrize("fwd_version,bwd_version,pre", [("1", "1", "1"), ("2", "2", "0"),
-                                                        ("1", "1", "0")])
-def test_backward_all_inputs(monkeypatch, fwd_version, bwd_version, pre):
+@pytest.mark.parametrize("fwd_version,bwd_version,pre,intra_dot",
+                         [("1", "1", "1", "0"), ("2", "2", "0", "0"), ("1", "1", "0", "1")])
+def test_backward_all_inputs(monkeypatch, fwd_version, bwd_version, pre, intra_dot):
     monkeypatch.setenv("SEMISEP_TRITON_FWD_VERSION", fwd_version)
     monkeypatch.setenv("SEMISEP_TRITON_BWD_VERSION", bwd_version)
     monkeypatch.setenv("SEMISEP_TRITON_PRE_DECAYS", pre)
+    monkeypatch.setenv("SEMISEP_TRITON_INTRA_DOT", intra_dot)
     d = make(T=37)
     seq = torch.tensor([[0] * 20 + [1] * 17, [0] * 37], dtype=torch.int32)
     ins = dict(x=d["x"], dt=d["dt"], A=d["A"], B=d["B"], C=d["C"], D=d["D"], z=d["z"],

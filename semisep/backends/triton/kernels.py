@@ -395,6 +395,7 @@ def ssd_bwd_revsweep_kernel(
     HAS_SEQ: tl.constexpr, HAS_DHT: tl.constexpr, STORE_DH0: tl.constexpr,
     Q: tl.constexpr, BP: tl.constexpr, BN: tl.constexpr, PREC: tl.constexpr,
     CLAMP_C: tl.constexpr, PRE: tl.constexpr = False, FACTOR: tl.constexpr = True,
+    INTRA_DOT: tl.constexpr = False,
 ):
     """dx, dB partial, the log-decay gradient (partial over p-blocks), q = x . dxs, d h0.
 
@@ -475,7 +476,15 @@ def ssd_bwd_revsweep_kernel(
         dSc = dS.to(dtype)
         GL = Gt * Lt
         dxs_st = tl.dot(Bt, tl.trans(dSc), input_precision=PREC) * to_end[:, None]
-        dxs = tl.dot(GL.to(dtype), dyc, input_precision=PREC) + dxs_st
+        if INTRA_DOT:
+            # strictly lower part through the tensor cores, the diagonal G_jj dy_j in fp32;
+            # the intra-chunk row / column sums of P then come from row-wise products
+            GLs = tl.where(offs_q[None, :] > offs_q[:, None], GL, 0.0).to(dtype)
+            dxs_in = tl.dot(GLs, dyc, input_precision=PREC)
+            gdiag = tl.sum(tl.where(offs_q[None, :] == offs_q[:, None], Gt, 0.0), axis=1)
+            dxs = dxs_in + gdiag[:, None] * dyp + dxs_st
+        else:
+            dxs = tl.dot(GL.to(dtype), dyc, input_precision=PREC) + dxs_st
         dB = tl.dot((Mt * Lt).to(dtype), Ct, input_precision=PREC)
         dB += tl.dot(xs, dSc, input_precision=PREC) * to_end[:, None]
         xf = x.to(tl.float32)
@@ -484,9 +493,14 @@ def ssd_bwd_revsweep_kernel(
         # log-decay gradient, chunk-local: pairs (j < t <= i) inside the chunk from the fp32
         # tile P^T[j, i] = G_ij L_ij M_ij (strictly lower: the diagonal crosses nothing),
         # plus the pairs that enter (r1off) or leave (r2off) the chunk, plus <dS_out, S_out>
-        Pt = tl.where(offs_q[None, :] > offs_q[:, None], GL * Mt, 0.0)
-        rowP = tl.sum(Pt, axis=0)
-        colP = tl.sum(Pt, axis=1)
+        if INTRA_DOT:
+            # rowP_i = dy_i . (GLs xs)_i, colP_j = xs_j . (GLs^T dy)_j
+            rowP = tl.sum(dyp * tl.dot(tl.trans(GLs), xs, input_precision=PREC), axis=1)
+            colP = tl.sum(xs.to(tl.float32) * dxs_in, axis=1)
+        else:
+            Pt = tl.where(offs_q[None, :] > offs_q[:, None], GL * Mt, 0.0)
+            rowP = tl.sum(Pt, axis=0)
+            colP = tl.sum(Pt, axis=1)
         r2off = tl.sum(xs.to(tl.float32) * dxs_st, axis=1)
         r1off = tl.load(r_base + t, mask=mask_t, other=0.0)
         S_out = tl.load(st_last - i * (P * N) + st_loc, mask=st_mask, other=0.0).to(tl.float32)

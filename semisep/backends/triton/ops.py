@@ -324,6 +324,7 @@ def _bwd_v1(dy, dhT, x, dtla, A, B, C, D, z, dt_bias, h0, seq_idx, has_dt, dt_so
                 x, dtla, o(A), o(dt_bias), Bx, Cx, o(D), o(z), o(seq_idx), dy, o(dhT),
                 dec, etot, states, r1, dx, dB_part, dla_part, qd, o(dh0),
                 T, h, g, p, n, npb, STORE_DH0=need_dh0, PRE=pre, FACTOR=_factor("bwd"),
+                INTRA_DOT=os.environ.get("SEMISEP_TRITON_INTRA_DOT", "0") == "1",
                 **flags, **_launch_opts(cfg))
     else:
         if need_dh0:
