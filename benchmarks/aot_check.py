@@ -1,6 +1,7 @@
 """Compile the Triton SSD kernels for sm_90 without a GPU; print registers, spills, shared memory.
 
-python benchmarks/aot_check.py [BP=64 BN=64 Q=64 num_warps=4 num_stages=2 dtype=bf16]
+python benchmarks/aot_check.py [BP=64 BN=64 Q=64 num_warps=4 num_stages=2 dtype=bf16 maxnreg=N
+                                 pre=0|1 factor=0|1 intra=0|1 sass=1 only=fwd+bwd1+...]
 """
 import sys
 
@@ -33,7 +34,8 @@ def sig_of(fn, ptr_args, int_args):
 
 common_flags = dict(HAS_DT=True, DT_SOFTPLUS=False, HAS_DTB=False, HAS_D=True, D_PER_P=False,
                     HAS_Z=False, HAS_SEQ=False, Q=opts["Q"], BP=opts["BP"], BN=opts["BN"],
-                    PREC="tf32", CLAMP_C=K.CLAMP, PRE=bool(opts.get("pre", 0)))
+                    PREC="tf32", CLAMP_C=K.CLAMP, PRE=bool(opts.get("pre", 0)),
+                    FACTOR=bool(opts.get("factor", 1)))
 P = f"*{dt}"
 F = "*fp32"
 kernels = {
@@ -81,6 +83,42 @@ def resource_report(cubin):
     return ("regs=%s stack=%s local=%s" % (m.group(1), m.group(2), m.group(4))) if m else txt[-300:]
 
 
+def loop_report(cubin, top=12):
+    """The largest loop of the SASS: its instruction count and the commonest opcodes.
+
+    The forward kernel is issue-bound (ncu, NOTES.md), so instructions per loop iteration are a
+    device-free proxy for its speed.
+    """
+    import collections
+    import os
+    import re
+    import subprocess
+    import tempfile
+    exe = os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin", "cuobjdump")
+    with tempfile.TemporaryDirectory() as d:
+        f = os.path.join(d, "k.cubin")
+        open(f, "wb").write(cubin)
+        sass = subprocess.run([exe, "-sass", f], capture_output=True, text=True).stdout
+    ins = []
+    for line in sass.splitlines():
+        m = re.match(r"\s+/\*([0-9a-f]{4,})\*/\s+(.*?);", line)
+        if m:
+            ins.append((int(m.group(1), 16), m.group(2).strip()))
+    best = None
+    for a, txt in ins:
+        m = re.search(r"BRA\s+0x([0-9a-f]+)", txt)
+        if m and int(m.group(1), 16) < a:
+            tgt = int(m.group(1), 16)
+            if best is None or a - tgt > best[1] - best[0]:
+                best = (tgt, a)
+    if best is None:
+        return "no loop"
+    body = [t for a, t in ins if best[0] <= a <= best[1]]
+    ops = collections.Counter(re.sub(r"^@!?U?P[T\d]+\s+", "", t).split()[0].split(".")[0]
+                              for t in body)
+    return f"loop={len(body)} instr {ops.most_common(top)}"
+
+
 ints = {"T", "H", "G", "P", "N", "NPB", "HPP"}
 only = [k for k in opts.get("only", "").split("+") if k] if isinstance(opts.get("only"), str) else []
 for name, (fn, ptrs, extra) in kernels.items():
@@ -102,5 +140,7 @@ for name, (fn, ptrs, extra) in kernels.items():
         res = resource_report(ck.asm['cubin'])
         print(f"{name}: {res} shared={md.shared} "
               f"wgmma={ptx.count('wgmma.mma_async')} mma.sync={ptx.count('mma.sync')}")
+        if opts.get("sass"):
+            print("   ", loop_report(ck.asm["cubin"]))
     except Exception as e:  # noqa: BLE001
         print(f"{name}: FAILED {type(e).__name__}: {str(e)[:2000]}")
