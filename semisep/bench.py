@@ -1,7 +1,7 @@
 """``python -m semisep bench``: time the SSD product over T, per algorithm and backend.
 
     python -m semisep bench [--quick] [--out DIR] [--name NAME] [--backends numpy torch ...]
-                            [--Ts T ...] [--threads N] [--no-plot]
+                            [--Ts T ...] [--quadratic-max-T T] [--threads N] [--no-plot]
 
 Runs :func:`semisep.ssd` (the Mamba-2 layout, scalar decays per head, B and C
 shared by the heads) by each algorithm (recurrent, quadratic, chunked) on each
@@ -12,9 +12,9 @@ one line per algorithm and backend; needs matplotlib).
 
 Each time is the fastest of a few runs after a warm-up (noise on a shared
 machine only ever adds time; slow cells get fewer runs), forward only,
-without autograd. The quadratic
-algorithm materializes ``T x T`` matrices per head, so it runs only up to
-``--quadratic-max-T``; a cell that cannot run says why in its row.
+without autograd. The quadratic algorithm materializes ``T x T`` matrices per
+head, so it runs only up to ``--quadratic-max-T`` (2048 by default); a cell
+that cannot run says why in its row.
 """
 
 from __future__ import annotations
@@ -229,6 +229,8 @@ def main(argv=None) -> int:
     parser.add_argument("--backends", nargs="+", metavar="NAME",
                         help="only these backends (default: all available here)")
     parser.add_argument("--Ts", type=int, nargs="+", metavar="T", help="override the lengths")
+    parser.add_argument("--quadratic-max-T", type=int, metavar="T",
+                        help="run the quadratic algorithm only up to this T")
     parser.add_argument("--threads", type=int, metavar="N",
                         help="torch.set_num_threads(N) first (default: torch's own choice)")
     parser.add_argument("--no-plot", action="store_true", help="write the JSON only")
@@ -241,6 +243,8 @@ def main(argv=None) -> int:
     cfg = dict(SUITES["quick" if args.quick else "full"])
     if args.Ts:
         cfg["Ts"] = sorted(args.Ts)
+    if args.quadratic_max_T is not None:
+        cfg["quadratic_max_T"] = args.quadratic_max_T
     cases = cases_here(args.backends)
     result = {"semisep": __version__,
               "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
