@@ -1,7 +1,7 @@
 """Compile the Triton SSD kernels for sm_90 without a GPU; print registers, spills, shared memory.
 
 python benchmarks/aot_check.py [BP=64 BN=64 Q=64 num_warps=4 num_stages=2 dtype=bf16 maxnreg=N
-                                 pre=0|1 factor=0|1 intra=0|1 sass=1 only=fwd+bwd1+...]
+                                 pre=0|1 factor=0|1 intra=0|1 atomic=0|1 sass=1 only=fwd+bwd1+...]
 """
 import sys
 
@@ -35,7 +35,7 @@ def sig_of(fn, ptr_args, int_args):
 common_flags = dict(HAS_DT=True, DT_SOFTPLUS=False, HAS_DTB=False, HAS_D=True, D_PER_P=False,
                     HAS_Z=False, HAS_SEQ=False, Q=opts["Q"], BP=opts["BP"], BN=opts["BN"],
                     PREC="tf32", CLAMP_C=K.CLAMP, PRE=bool(opts.get("pre", 0)),
-                    FACTOR=bool(opts.get("factor", 1)))
+                    FACTOR=bool(opts.get("factor", 1)), ATOMIC=bool(opts.get("atomic", 0)))
 P = f"*{dt}"
 F = "*fp32"
 kernels = {

@@ -60,9 +60,11 @@ def test_forward_mamba2_extras():
     assert rel(y[:1, 10:30], y1) < 1e-6
 
 
-@pytest.mark.parametrize("fwd_version,bwd_version,pre,intra_dot",
-                         [("1", "1", "1", "0"), ("2", "2", "0", "0"), ("1", "1", "0", "1")])
-def test_backward_all_inputs(monkeypatch, fwd_version, bwd_version, pre, intra_dot):
+@pytest.mark.parametrize("fwd_version,bwd_version,pre,intra_dot,atomic",
+                         [("1", "1", "1", "0", "0"), ("2", "2", "0", "0", "0"),
+                          ("1", "1", "0", "1", "1")])
+def test_backward_all_inputs(monkeypatch, fwd_version, bwd_version, pre, intra_dot, atomic):
+    monkeypatch.setenv("SEMISEP_TRITON_ATOMIC_DBC", atomic)
     monkeypatch.setenv("SEMISEP_TRITON_FWD_VERSION", fwd_version)
     monkeypatch.setenv("SEMISEP_TRITON_BWD_VERSION", bwd_version)
     monkeypatch.setenv("SEMISEP_TRITON_PRE_DECAYS", pre)

@@ -283,6 +283,7 @@ def ssd_bwd_fwdsweep_kernel(
     HAS_SEQ: tl.constexpr, HAS_DHT: tl.constexpr,
     Q: tl.constexpr, BP: tl.constexpr, BN: tl.constexpr, PREC: tl.constexpr,
     CLAMP_C: tl.constexpr, PRE: tl.constexpr = False, FACTOR: tl.constexpr = True,
+    ATOMIC: tl.constexpr = False,
 ):
     """Forward sweep of the backward: dC partial (per head, p-block), dz, dD partial,
     r1off_i = dy_i . (exp(l_i) S_in C_i), and the state after each chunk (for <dS_out, S_out>)."""
@@ -306,8 +307,14 @@ def ssd_bwd_fwdsweep_kernel(
     B_base = B_ptr + (b64 * T * G + grp) * N
     C_base = C_ptr + (b64 * T * G + grp) * N
     # dC partial: (NPB, b, T, H, N) fp32
-    pb_b = pid_p.to(tl.int64) * (tl.num_programs(1) // H) + b64
-    dC_base = dC_ptr + (pb_b * T * H + h) * N
+    if ATOMIC:
+        # one fp32 (b, T, G, N) buffer: the heads of a group and the p-blocks add into it
+        dC_base = dC_ptr + (b64 * T * G + grp) * N
+        dC_rs = G * N
+    else:
+        pb_b = pid_p.to(tl.int64) * (tl.num_programs(1) // H) + b64
+        dC_base = dC_ptr + (pb_b * T * H + h) * N
+        dC_rs = H * N
     r_base = r1_ptr + (pid_p.to(tl.int64) * tl.num_programs(1) + pid_bh) * T
     st_off = ((b64 * H + h) * P + offs_p[:, None]) * N + offs_n[None, :]
     st_mask = mask_p[:, None] & mask_n[None, :]
@@ -372,7 +379,11 @@ def ssd_bwd_fwdsweep_kernel(
         dC = tl.dot((M * L).to(dtype), Bt, input_precision=PREC) + dCs
         # r1off_i = dy_i . (exp(l_i) S_in C_i): the pairs (earlier chunk, i)
         r1 = tl.sum(dCs * Ct.to(tl.float32), axis=1)
-        tl.store(dC_base + t[:, None] * (H * N) + offs_n[None, :], dC, mask=m_tn)
+        if ATOMIC:
+            tl.atomic_add(dC_base + t[:, None] * dC_rs + offs_n[None, :], dC, mask=m_tn,
+                          sem="relaxed")
+        else:
+            tl.store(dC_base + t[:, None] * dC_rs + offs_n[None, :], dC, mask=m_tn)
         tl.store(r_base + t, r1, mask=mask_t)
         xd = (xs.to(tl.float32) * to_end[:, None]).to(dtype)
         S = S * e_tot + tl.dot(tl.trans(xd), Bt, input_precision=PREC)
@@ -395,6 +406,7 @@ def ssd_bwd_revsweep_kernel(
     HAS_SEQ: tl.constexpr, HAS_DHT: tl.constexpr, STORE_DH0: tl.constexpr,
     Q: tl.constexpr, BP: tl.constexpr, BN: tl.constexpr, PREC: tl.constexpr,
     CLAMP_C: tl.constexpr, PRE: tl.constexpr = False, FACTOR: tl.constexpr = True,
+    ATOMIC: tl.constexpr = False,
     INTRA_DOT: tl.constexpr = False,
 ):
     """dx, dB partial, the log-decay gradient (partial over p-blocks), q = x . dxs, d h0.
@@ -422,8 +434,13 @@ def ssd_bwd_revsweep_kernel(
     z_base = z_ptr + (b64 * T * H + h) * P
     B_base = B_ptr + (b64 * T * G + grp) * N
     C_base = C_ptr + (b64 * T * G + grp) * N
-    pb_b = pid_p.to(tl.int64) * (tl.num_programs(1) // H) + b64
-    dB_base = dB_ptr + (pb_b * T * H + h) * N
+    if ATOMIC:
+        dB_base = dB_ptr + (b64 * T * G + grp) * N
+        dB_rs = G * N
+    else:
+        pb_b = pid_p.to(tl.int64) * (tl.num_programs(1) // H) + b64
+        dB_base = dB_ptr + (pb_b * T * H + h) * N
+        dB_rs = H * N
     r_base = r1_ptr + (pid_p.to(tl.int64) * tl.num_programs(1) + pid_bh) * T
     dla_base = dla_ptr + (pid_p.to(tl.int64) * tl.num_programs(1) + pid_bh) * T
     q_base = q_ptr + (pid_p.to(tl.int64) * tl.num_programs(1) + pid_bh) * T
@@ -507,7 +524,11 @@ def ssd_bwd_revsweep_kernel(
         cross = tl.sum(tl.sum(dS * S_out, axis=1), axis=0)
         suf = tl.cumsum(rowP - colP + r1off - r2off, axis=0, reverse=True)
         tl.store(dla_base + t, suf + cross, mask=mask_t)
-        tl.store(dB_base + t[:, None] * (H * N) + offs_n[None, :], dB, mask=m_tn)
+        if ATOMIC:
+            tl.atomic_add(dB_base + t[:, None] * dB_rs + offs_n[None, :], dB, mask=m_tn,
+                          sem="relaxed")
+        else:
+            tl.store(dB_base + t[:, None] * dB_rs + offs_n[None, :], dB, mask=m_tn)
         dx = dxs * dtv[:, None]
         if HAS_D:
             if D_PER_P:

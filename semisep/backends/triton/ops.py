@@ -289,8 +289,13 @@ def _bwd_v1(dy, dhT, x, dtla, A, B, C, D, z, dt_bias, h0, seq_idx, has_dt, dt_so
     BP = cfg["BP"]
     npb = triton.cdiv(p, BP)
     f32 = dict(device=x.device, dtype=torch.float32)
-    dC_part = torch.empty(npb, b, T, h, n, **f32)
-    dB_part = torch.empty(npb, b, T, h, n, **f32)
+    atomic = os.environ.get("SEMISEP_TRITON_ATOMIC_DBC", "0") == "1"
+    if atomic:   # summed in place over heads and p-blocks (fp32, order not fixed)
+        dC_part = torch.zeros(1, b, T, g, 1, n, **f32)
+        dB_part = torch.zeros(1, b, T, g, 1, n, **f32)
+    else:        # one fp32 partial per head and p-block, summed afterwards (deterministic)
+        dC_part = torch.empty(npb, b, T, h, n, **f32)
+        dB_part = torch.empty(npb, b, T, h, n, **f32)
     r1 = torch.empty(npb, b * h, T, **f32)
     dla_part = torch.empty(npb, b * h, T, **f32)
     qd = torch.empty(npb, b * h, T, **f32)
@@ -319,13 +324,13 @@ def _bwd_v1(dy, dhT, x, dtla, A, B, C, D, z, dt_bias, h0, seq_idx, has_dt, dt_so
                 dec, etot, o(dhT),
                 dC_part, r1, o(dz), o(dD_part), states,
                 T, h, g, p, n, npb, HAS_H0=h0 is not None, PRE=pre, FACTOR=_factor("bwd"),
-                **flags, **_launch_opts(cfg))
+                ATOMIC=atomic, **flags, **_launch_opts(cfg))
             K.ssd_bwd_revsweep_kernel[grid](
                 x, dtla, o(A), o(dt_bias), Bx, Cx, o(D), o(z), o(seq_idx), dy, o(dhT),
                 dec, etot, states, r1, dx, dB_part, dla_part, qd, o(dh0),
                 T, h, g, p, n, npb, STORE_DH0=need_dh0, PRE=pre, FACTOR=_factor("bwd"),
                 INTRA_DOT=os.environ.get("SEMISEP_TRITON_INTRA_DOT", "0") == "1",
-                **flags, **_launch_opts(cfg))
+                ATOMIC=atomic, **flags, **_launch_opts(cfg))
     else:
         if need_dh0:
             dh0.copy_(dhT if dhT is not None else torch.zeros_like(dh0))
@@ -336,8 +341,11 @@ def _bwd_v1(dy, dhT, x, dtla, A, B, C, D, z, dt_bias, h0, seq_idx, has_dt, dt_so
     del states
     dla = dla_part.sum(0).view(b, h, T)
     qsum = qd.sum(0).view(b, h, T)
-    dB32 = dB_part.view(npb, b, T, g, h // g, n).sum((0, 4))
-    dC32 = dC_part.view(npb, b, T, g, h // g, n).sum((0, 4))
+    if atomic:
+        dB32, dC32 = dB_part.view(b, T, g, n), dC_part.view(b, T, g, n)
+    else:
+        dB32 = dB_part.view(npb, b, T, g, h // g, n).sum((0, 4))
+        dC32 = dC_part.view(npb, b, T, g, h // g, n).sum((0, 4))
     dDp = None if dD_part is None else dD_part
     return dx, dz, dla, qsum, dB32, dC32, dDp, dh0
 
