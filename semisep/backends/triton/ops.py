@@ -76,7 +76,8 @@ def _device_ctx(t: torch.Tensor):
 # ---------------------------------------------------------------------------
 
 def _shape_err(name, got, want):
-    return ValueError(f"{name} must have shape {want}, got {tuple(got)}")
+    got = "nothing" if got is None else f"shape {tuple(got)}"
+    return ValueError(f"{name} must have shape {want}, got {got}")
 
 
 def supports_reason(x, B, C, *, chunk_size=None) -> Optional[str]:
