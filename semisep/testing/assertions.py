@@ -13,7 +13,13 @@ TOLERANCES = {"float64": 1e-10, "complex128": 1e-10, "float32": 1e-5, "complex64
 
 def default_rtol(dtype) -> float:
     """The project's tolerance for results of ``dtype`` (numpy or torch)."""
-    name = str(dtype).replace("torch.", "")
+    if type(dtype).__module__.startswith("torch"):
+        name = str(dtype).replace("torch.", "")
+    else:
+        try:
+            name = np.dtype(dtype).name            # np.float32, "float32", np.dtype(...)
+        except TypeError:
+            name = str(dtype)
     if name not in TOLERANCES:
         raise ValueError(f"dtype must be one of {sorted(TOLERANCES)}, got {dtype}")
     return TOLERANCES[name]
@@ -77,7 +83,7 @@ def assert_matches_dense(M, dense=None, *, x=None, rtol: float | None = None,
     def like_own(arr):
         real = own.real.dtype if (own.is_complex() if hasattr(own, "detach") else
                                   np.iscomplexobj(own)) else own.dtype
-        return own.new_tensor(arr).to(real) if hasattr(own, "detach") else arr.astype(real)
+        return own.new_tensor(arr, dtype=real) if hasattr(own, "detach") else arr.astype(real)
 
     if x is None:
         x = like_own(rng.normal(size=tuple(M.shape[-1:]) + (2,)))

@@ -53,16 +53,25 @@ def _generators(A, B, C, structure, log):
     return A, B, C, structure, batch
 
 
-def dense_reference(A, B, C, *, structure: str | None = None, log: bool = False) -> np.ndarray:
+def dense_reference(A, B=None, C=None, *, structure: str | None = None,
+                    log: bool = False) -> np.ndarray:
     """The dense ``(..., T, T)`` float64 SSS matrix, entry by entry from the definition.
 
     Parameters
     ----------
-    A : array ``(..., T)``, ``(..., T, N)`` or ``(..., T, N, N)`` (values, or log-decays with ``log``)
+    A : array ``(..., T)``, ``(..., T, N)`` or ``(..., T, N, N)``, or an SSS / OneSS matrix
+        Values (or log-decays with ``log``). Given a matrix object alone,
+        its own generators and structure are used: ``dense_reference(M)``.
     B, C : array ``(..., T, N)``
     structure : str, optional
-        Read from the shape when omitted (scalar unless the trailing shape fits).
+        Read from the shape when omitted (scalar unless the trailing shape fits);
+        pass it when the shape is ambiguous, e.g. scalar A of shape ``(N, T)`` with ``T == N``.
     """
+    if B is None and C is None and (hasattr(A, "structure") or hasattr(A, "as_sss")):
+        M = A.as_sss() if hasattr(A, "as_sss") else A
+        A, B, C, structure, log = M.A, M.B, M.C, M.structure, False
+    elif B is None or C is None:
+        raise TypeError("dense_reference takes (A, B, C) arrays or one SSS/OneSS matrix")
     A, B, C, structure, batch = _generators(A, B, C, structure, log)
     T = B.shape[-2]
     M = np.zeros(batch + (T, T))
