@@ -6,7 +6,10 @@ matrix with scalar A (the state space duality)::
 
     masked(OneSS(a), C, B) == SSS(a, B, C)      # (Q, K, V) = (C, B, x)
 
-and :meth:`Masked.to_sss` returns that form.
+and :meth:`Masked.to_sss` returns that form. With an SSS mask
+``L = SSS(A, b, c)`` of state size ``N_L`` it is an SSS matrix of state size
+``N_L N`` (:func:`kron_sss`), since
+``L[t, s] q_t^T k_s = (c_t (x) q_t)^T (A_t (x) I) ... (A_{s+1} (x) I) (b_s (x) k_s)``.
 """
 
 from __future__ import annotations
@@ -67,20 +70,68 @@ class Masked(StructuredMatrix):
         return Masked(self.L.T, self.K, self.Q, allow_complex=self.allow_complex)
 
     def to_sss(self) -> SSS:
-        """This matrix as ``SSS(a, K, Q)`` when ``L`` is 1-SS (the duality).
+        """This matrix as an SSS: ``SSS(a, K, Q)`` when ``L`` is 1-SS (the duality).
 
         ``L`` may be a :class:`~semisep.OneSS` or a mask with ``as_oness()``
         (:class:`~semisep.masks.Decay`); a OneSS built by ``from_log`` gives
-        ``SSS.from_log``. The SSS form multiplies by the recurrent or chunked
-        algorithms and carries a state, e.g. for decoding.
+        ``SSS.from_log``. An :class:`~semisep.SSS` mask of state size ``N_L``
+        gives :func:`kron_sss`'s form of state size ``N_L N``. The SSS form
+        multiplies by the recurrent or chunked algorithms and carries a state,
+        e.g. for decoding.
         """
         L = self.L.as_oness() if hasattr(self.L, "as_oness") else self.L
+        if isinstance(L, SSS):
+            return kron_sss(L, self.Q, self.K)
         if not isinstance(L, OneSS):
-            raise TypeError(f"L must be 1-SS (a OneSS or a mask with as_oness()) to give an "
-                            f"SSS form, got {type(self.L).__name__}")
+            raise TypeError(f"L must be 1-SS (a OneSS or a mask with as_oness()) or an SSS to "
+                            f"give an SSS form, got {type(self.L).__name__}")
         if L.log_a is not None:
             return SSS.from_log(L.log_a, self.K, self.Q, structure="scalar")
         return SSS(L.a, self.K, self.Q, structure="scalar")
+
+
+def kron_sss(L: SSS, Q, K) -> SSS:
+    """``L o Q K^T`` for an SSS mask ``L = SSS(A, b, c)``, as an SSS of state size ``N_L N``.
+
+    Parameters
+    ----------
+    L : SSS, shape ``(..., T, T)``, state size ``N_L``
+    Q, K : array, shape ``(..., T, N)``
+        Leading dimensions broadcast with L's.
+
+    Returns
+    -------
+    SSS
+        ``C'_t = c_t (x) q_t``, ``B'_s = b_s (x) k_s`` (index ``l N + n``) and
+        ``A'_t = A_t (x) I_N`` in A's structure: a scalar stays scalar, a diagonal
+        repeats each entry N times, a full A becomes ``kron(A_t, I_N)``; log-decays
+        stay log-decays.
+
+    Notes
+    -----
+    Its state ``(..., N_L N, P)`` is ``N_L`` states of the 1-SS case side by side.
+    Forming it costs O(T N_L N) (full A: O(T (N_L N)^2) memory), and a product
+    with it O(T N_L N P) by the recurrence (full A: O(T (N_L N)^2 P)).
+    """
+    be = backend_of(Q, K, L.B, L.C, L.A if L.log_a is None else L.log_a)
+    like = next(v for v in (Q, K, L.B, L.C) if be.owns(v))
+    A, b, c, Q, K = (be.asarray(v, like=like) for v in
+                     (L.A if L.log_a is None else L.log_a, L.B, L.C, Q, K))
+    N_L, N = L.state_size, Q.shape[-1]
+
+    def kron(u, v):   # (..., T, N_L) (x) (..., T, N) -> (..., T, N_L N)
+        uv = u[..., :, :, None] * v[..., :, None, :]
+        return uv.reshape(uv.shape[:-2] + (N_L * N,))
+
+    if L.structure == "diagonal":
+        A = be.broadcast_to(A[..., None], A.shape + (N,)).reshape(A.shape[:-1] + (N_L * N,))
+    elif L.structure == "full":
+        one = be.ones((N, N), like=A)
+        eye = be.where(be.tri(N, N, 0, like=one) & ~be.tri(N, N, -1, like=one), one, 0 * one)
+        A = A[..., :, :, None, :, None] * eye[:, None, :]
+        A = A.reshape(A.shape[:-4] + (N_L * N, N_L * N))
+    make = SSS if L.log_a is None else SSS.from_log
+    return make(A, kron(b, K), kron(c, Q), structure=L.structure)
 
 
 def masked(L, Q, K, *, allow_complex: bool = False) -> Masked:

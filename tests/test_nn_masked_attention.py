@@ -8,7 +8,7 @@ from hypothesis import given, settings, strategies as st
 
 import semisep as ss
 from semisep.nn import AttentionCache, MaskedAttention, SelectiveMask
-from semisep.testing import assert_close, to_numpy64
+from semisep.testing import assert_close, dense_reference, sss_matrices, to_numpy64
 
 RECURRENT = ["causal", "decay", "selective"]
 
@@ -132,7 +132,7 @@ def test_user_mask_module_and_fixed_matrix():
     fixed = make_layer(ss.masks.Decay(0.5, 9))
     decay = to_numpy64(ss.masks.Decay(0.5, 9).to_dense())[None, None]
     assert_close(fixed(x), attention_reference(fixed, x, decay))
-    assert not fixed.recurrent and not layer.recurrent
+    assert fixed.recurrent and not layer.recurrent   # Decay has a 1-SS form; a Dense has none
 
 
 @pytest.mark.parametrize("mask", RECURRENT)
@@ -157,9 +157,15 @@ def test_decode_matches_forward(mask, normalize, d_conv):
 
 @pytest.mark.parametrize("mask", RECURRENT)
 @settings(max_examples=8, deadline=None)
-@given(lengths=st.lists(st.integers(1, 6), min_size=1, max_size=4), use_cu=st.booleans())
+@given(lengths=st.lists(st.integers(1, 6), min_size=1, max_size=4).filter(lambda n: max(n) > 1),
+       use_cu=st.booleans())
 def test_packed_equals_alone_forward_and_backward(mask, lengths, use_cu):
-    """In float64, so 'exactly the result of running each alone' is held to 1e-10."""
+    """In float64, so 'exactly the result of running each alone' is held to 1e-10.
+
+    Some sequence has two tokens or more: normalized, a one-token sequence's output
+    is ``v (q.k) / (q.k + eps)``, whose gradient in q and k is of the order of eps,
+    so with one-token sequences alone those gradients are rounding noise.
+    """
     layer = make_layer(mask, normalize=True, dtype=torch.float64, d_conv=3)
     T = sum(lengths)
     cu = torch.tensor([0, *np.cumsum(lengths)])
@@ -253,3 +259,227 @@ def test_bad_inputs():
         MaskedAttention(8, 2, mask="selective", d_conv=3).step(torch.randn(2, 8), cache)
     with pytest.raises(ValueError, match=r"x_t must have shape \(batch, 8\), got shape \(2, 1, 8\)"):
         layer.step(torch.randn(2, 1, 8), cache)
+
+
+# -- SSS masks (state size N_L): the dual SSM has state N_L * d_key -----------------------
+
+SSS_STRUCTURES = ["scalar", "diagonal", "full"]
+
+
+class ProjectedSSSMask(torch.nn.Module):
+    """An input-dependent SSS mask: ``A_t``, ``b_t``, ``c_t`` per head projected from ``x_t``.
+
+    scalar: ``log a_t = logsigmoid(x_t w)`` (log form); diagonal: ``a_t = sigmoid(x_t W)``;
+    full: ``A_t = tanh(x_t W) / N_L``.
+    """
+
+    def __init__(self, d_model, n_heads, state_size, structure, dtype=torch.float64):
+        super().__init__()
+        self.n_heads, self.structure = n_heads, structure
+        self.state_size = self.size = state_size    # declared (the protocol) and actual
+        width = {"scalar": 1, "diagonal": state_size, "full": state_size ** 2}[structure]
+        self.a = torch.nn.Linear(d_model, n_heads * width, dtype=dtype)
+        self.b = torch.nn.Linear(d_model, n_heads * state_size, bias=False, dtype=dtype)
+        self.c = torch.nn.Linear(d_model, n_heads * state_size, bias=False, dtype=dtype)
+
+    def _heads(self, t, *core):   # (batch, T, h * prod(core)) -> (batch, h, T, *core)
+        return t.unflatten(-1, (self.n_heads, *core)).transpose(1, 2)
+
+    def forward(self, x):
+        N = self.size
+        b, c = self._heads(self.b(x), N), self._heads(self.c(x), N)
+        if self.structure == "scalar":
+            return ss.SSS.from_log(F.logsigmoid(self._heads(self.a(x), 1)[..., 0]), b, c)
+        if self.structure == "diagonal":
+            return ss.SSS(torch.sigmoid(self._heads(self.a(x), N)), b, c)
+        return ss.SSS(torch.tanh(self._heads(self.a(x), N, N)) / N, b, c, structure="full")
+
+
+def sss_dense(L):
+    """The float64 dense mask of an SSS, entry by entry from the definition."""
+    log = L.log_a is not None
+    return dense_reference(to_numpy64(L.log_a if log else L.A), to_numpy64(L.B), to_numpy64(L.C),
+                           structure=L.structure, log=log)
+
+
+def sss_layer(mask, *, normalize=False, d_conv=None, dtype=torch.float64, seed=0):
+    torch.manual_seed(seed)
+    return MaskedAttention(8, 2, mask=mask, normalize=normalize, d_conv=d_conv, dtype=dtype,
+                           feature_map=elu1 if normalize else None)
+
+
+def decode_all(layer, x, prompt):
+    """Outputs of ``forward(prompt, return_cache=True)`` then one ``step`` per token, and the cache."""
+    y, cache = layer(x[:, :prompt], return_cache=True)
+    steps = [layer.step(x[:, t], cache) for t in range(prompt, x.shape[1])]
+    return torch.cat([y, *(s[:, None] for s in steps)], dim=1), cache
+
+
+@pytest.mark.parametrize("backend", ["numpy", "torch"])
+@settings(max_examples=15, deadline=None)
+@given(data=st.data())
+def test_masked_sss_mask_to_sss_is_the_kronecker_form(backend, data):
+    """masked(SSS(A, b, c), Q, K).to_sss(): state N_L * N, the same structure and form of A."""
+    L = data.draw(sss_matrices(T=st.integers(1, 9), N=st.integers(1, 3),
+                               batch_shape=st.sampled_from([(), (2,), (1, 2)]), backend=backend))
+    N = data.draw(st.integers(1, 3))
+    seed = data.draw(st.integers(0, 99))
+    rng = np.random.default_rng(seed)
+    T = L.seq_len
+    Q, K = rng.normal(size=(3, 1, T, N)), rng.normal(size=(2, T, N))
+    if backend == "torch":
+        Q, K = torch.tensor(Q), torch.tensor(K)
+    M = ss.masked(L, Q, K).to_sss()
+    assert M.state_size == L.state_size * N and M.structure == L.structure
+    assert (M.log_a is None) == (L.log_a is None)
+    expected = sss_dense(L) * (to_numpy64(Q) @ to_numpy64(K).swapaxes(-1, -2))
+    assert_close(M.to_dense(), expected)
+    V = rng.normal(size=(T, 2))
+    assert_close(M.matmul(torch.tensor(V) if backend == "torch" else V, algorithm="recurrent"),
+                 expected @ V)
+
+
+@pytest.mark.parametrize("structure", SSS_STRUCTURES)
+@settings(max_examples=6, deadline=None)
+@given(data=st.data())
+def test_fixed_sss_mask_decode_matches_forward(structure, data):
+    """A fixed SSS mask: forward == the float64 definition; prompt + steps == forward (1e-10)."""
+    L = data.draw(sss_matrices(structure=structure, T=st.integers(1, 11), N=st.integers(1, 3),
+                               batch_shape=st.sampled_from([(), (2,), (1, 2)]),
+                               backend="torch"))
+    T = L.seq_len
+    normalize, seed = data.draw(st.booleans()), data.draw(st.integers(0, 99))
+    prompt = data.draw(st.integers(0, T - 1))
+    layer = sss_layer(L, normalize=normalize, seed=seed)
+    x = torch.randn(2, T, 8, dtype=torch.float64, generator=torch.Generator().manual_seed(seed))
+    full = layer(x)
+    assert_close(full, attention_reference(layer, x, sss_dense(L)))
+    if prompt == 0:
+        cache = layer.allocate_cache(2)
+        got = torch.stack([layer.step(x[:, t], cache) for t in range(T)], dim=1)
+    else:
+        got, cache = decode_all(layer, x, prompt)
+    assert cache.state.shape == (2, 2, L.state_size * 4, 4 + normalize) and cache.position == T
+    assert_close(got, full)
+
+
+@pytest.mark.parametrize("structure", SSS_STRUCTURES)
+def test_fixed_sss_mask_long_prompt_float32(structure):
+    """T = 70 > the chunk (64): the chunked products with a state; float32 within 1e-5.
+
+    A positive mask, as the normalization is meant for (row sums near zero would
+    amplify rounding in any precision).
+    """
+    rng = np.random.default_rng(1)
+    T, NL = 70, 2
+    core = {"scalar": (T,), "diagonal": (T, NL), "full": (T, NL, NL)}[structure]
+    A = rng.uniform(0.5, 1.0, core) / (NL if structure == "full" else 1)
+    L64 = ss.SSS(A, rng.uniform(0.1, 1.0, (2, T, NL)), rng.uniform(0.1, 1.0, (T, NL)),
+                 structure=structure)
+    L32 = ss.SSS(*(torch.tensor(v, dtype=torch.float32) for v in (L64.A, L64.B, L64.C)),
+                 structure=structure)
+    layer = sss_layer(L32, normalize=True, d_conv=3, dtype=torch.float32, seed=2)
+    x = torch.randn(2, T, 8)
+    expected = attention_reference(layer, x, sss_dense(L64))
+    assert_close(layer(x), expected)
+    got, cache = decode_all(layer, x, 66)
+    assert_close(got, expected)
+    saved = cache.state.clone()
+    assert_close(layer(x[:, 66:], cache=layer(x[:, :66], return_cache=True)[1]), expected[:, 66:])
+    assert torch.equal(saved, cache.state)
+
+
+@pytest.mark.parametrize("structure", SSS_STRUCTURES)
+@settings(max_examples=4, deadline=None)
+@given(lengths=st.lists(st.integers(1, 5), min_size=1, max_size=3).filter(lambda n: max(n) > 1),
+       NL=st.integers(1, 3), seed=st.integers(0, 99))
+def test_projected_sss_mask_decode_and_packing(structure, lengths, NL, seed):
+    """A mask module returning an SSS: decode == forward; packed == each alone, with gradients.
+
+    Some sequence has two tokens or more (see test_packed_equals_alone_forward_and_backward).
+    """
+    torch.manual_seed(seed)
+    layer = sss_layer(ProjectedSSSMask(8, 2, NL, structure), normalize=True, d_conv=2, seed=seed)
+    T = sum(lengths)
+    x = torch.randn(1, T, 8, dtype=torch.float64, requires_grad=True)
+    full = layer(x)
+    assert_close(full, attention_reference(layer, x, sss_dense(layer.mask(x))))
+    assert_close(decode_all(layer, x, lengths[0])[0], full)
+
+    cu = torch.tensor([0, *np.cumsum(lengths)])
+    w = torch.randn(1, T, 8, dtype=torch.float64)
+    packed = layer(x, cu_seqlens=cu)
+    alone = [layer(x[:, cu[i]:cu[i + 1]]) for i in range(len(lengths))]
+    assert_close(packed, torch.cat(alone, 1))
+    params = [x, *layer.parameters()]   # A_0 of a one-token sequence reaches no output
+    got = torch.autograd.grad((packed * w).sum(), params, allow_unused=True)
+    want = torch.autograd.grad(sum((y * w[:, cu[i]:cu[i + 1]]).sum() for i, y in enumerate(alone)),
+                               params, allow_unused=True)
+    for g, h in zip(got, want):
+        assert (g is None) == (h is None)
+        if g is not None:
+            assert_close(g, h, what="gradient")
+
+
+def test_gradcheck_sss_mask_decoding():
+    """float64 gradcheck through prompt + steps, to the layer's and the mask's parameters."""
+    torch.manual_seed(6)
+    layer = MaskedAttention(4, 2, mask=ProjectedSSSMask(4, 2, 2, "diagonal"), normalize=True,
+                            feature_map=elu1, dtype=torch.float64)
+    names = [k for k, _ in layer.named_parameters()]
+    params = tuple(p.detach().clone().requires_grad_() for p in layer.parameters())
+    x = torch.randn(1, 3, 4, dtype=torch.float64, requires_grad=True)
+
+    def f(x, *ps):
+        with torch.nn.utils.stateless._reparametrize_module(layer, dict(zip(names, ps))):
+            return decode_all(layer, x, 1)[0]
+
+    assert torch.autograd.gradcheck(f, (x, *params), eps=1e-6, atol=1e-6, rtol=1e-5)
+
+
+def test_sss_mask_bad_inputs():
+    L = ss.SSS(torch.rand(5, 3, dtype=torch.float64), torch.randn(5, 3, dtype=torch.float64),
+               torch.randn(5, 3, dtype=torch.float64))
+    layer = sss_layer(L)
+    x = torch.randn(2, 5, 8, dtype=torch.float64)
+    with pytest.raises(ValueError, match=r"x must have T=5 tokens for this fixed mask of shape \(5, 5\), got T=6"):
+        layer(torch.randn(2, 6, 8, dtype=torch.float64))
+    with pytest.raises(ValueError, match=r"x must have at most 5 tokens after position 0 for this fixed mask of T=5, got 6"):
+        layer(torch.randn(2, 6, 8, dtype=torch.float64), return_cache=True)
+    _, cache = layer(x, return_cache=True)
+    with pytest.raises(ValueError, match=r"x must have at most 0 tokens after position 5 for this fixed mask of T=5, got 1"):
+        layer.step(x[:, 0], cache)
+    with pytest.raises(ValueError, match=r"cache was allocated for batch 2, got an input of batch 3"):
+        layer.step(torch.randn(3, 8, dtype=torch.float64), layer.allocate_cache(2))
+    one_ss = sss_layer("decay").allocate_cache(2)      # state (2, 2, 4, 4), not N_L d_key = 12
+    with pytest.raises(ValueError, match=r"cache.state must have shape \(2, 2, 12, 4\) for this MaskedAttention, got shape \(2, 2, 4, 4\)"):
+        layer.step(x[:, 0], one_ss)
+    with pytest.raises(ValueError, match=r"packed sequences need a mask whose steps follow the tokens.*FixedSSSMask"):
+        layer(x[:1], cu_seqlens=torch.tensor([0, 2, 5]))
+
+    module = ProjectedSSSMask(8, 2, 3, "diagonal")
+    projected = sss_layer(module)
+    cache = projected.allocate_cache(2)
+    module.state_size = 2
+    with pytest.raises(ValueError, match=r"the mask must have the state size 2 its module declares \(state_size\), got an SSS of state size 3"):
+        projected(x, return_cache=True)
+    module.state_size = 3
+    assert projected.step(x[:, 0], cache).shape == (2, 8)
+
+    class Truncating(torch.nn.Module):   # returns a mask one step short of x
+        state_size = 3
+
+        def forward(self, x):
+            return module(x[:, 1:])
+
+    with pytest.raises(ValueError, match=r"the mask must have T=5 steps like x, got an SSS of shape \(2, 2, 4, 4\)"):
+        sss_layer(Truncating())(x, return_cache=True)
+
+    class NotSSS(torch.nn.Module):
+        state_size = 1
+
+        def forward(self, x):
+            return ss.masks.Toeplitz(torch.ones(x.shape[1], dtype=x.dtype))
+
+    with pytest.raises(TypeError, match=r"a mask module with state_size must return an SSS \(or 1-SS\) matrix, got Toeplitz"):
+        sss_layer(NotSSS()).step(x[:, 0], sss_layer(NotSSS()).allocate_cache(2))

@@ -29,7 +29,10 @@ def dense_matrix(be: Backend, g: Generators, *, with_propagators: bool = False):
     R = K = None
     for j in range(T):
         A_j, B_j = g.A_full[..., j, :, :], g.B[..., j, None, :]
-        R = B_j if R is None else be.concat([R @ A_j.swapaxes(-1, -2), B_j], axis=-2)
+        if R is not None:   # A_j may have more batch dimensions than B_j
+            R = R @ A_j.swapaxes(-1, -2)
+            B_j = be.broadcast_to(B_j, R.shape[:-2] + B_j.shape[-2:])
+        R = B_j if R is None else be.concat([R, B_j], axis=-2)
         rows.append(be.pad((g.C[..., j, None, :] @ R.swapaxes(-1, -2))[..., 0, :],
                            axis=-1, after=T - j - 1))
         K = A_j if K is None else A_j @ K

@@ -39,16 +39,22 @@ class AttentionCache:
 
     Attributes
     ----------
-    state : tensor, shape ``(batch, n_heads, d_key, d_value')``
-        ``sum_i L[t, i] k_i v_i^T`` (the SSS state of the dual SSM, in the
+    state : tensor, shape ``(batch, n_heads, N_L d_key, d_value')``
+        The state of the dual SSM ``masked(L, Q, K).to_sss()`` (in the
         ``(..., N, P)`` layout of :meth:`semisep.SSS.matmul`), in at least
-        float32; ``d_value' = d_value + 1`` with the normalization column.
+        float32: ``sum_i L[t, i] k_i v_i^T`` for a 1-SS mask (``N_L = 1``), and
+        ``sum_i (A_t ... A_{i+1} b_i (x) k_i) v_i^T`` for an SSS mask of state
+        size ``N_L``; ``d_value' = d_value + 1`` with the normalization column.
     conv_state : tensor, shape ``(batch, d_conv - 1, channels)``, or None
         The last inputs of the layer's short convolution, when it has one.
+    position : int
+        Tokens consumed so far: where a fixed mask (whose steps belong to
+        positions) continues.
     """
 
     state: torch.Tensor
     conv_state: torch.Tensor | None = None
+    position: int = 0
 
 
 def check_cache(cache, kind: type, expected: dict, owner: str):

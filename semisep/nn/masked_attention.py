@@ -13,9 +13,11 @@ the mask module's matrix for this input (:mod:`semisep.nn.masks`): causal
 linear attention, RetNet's decay, a learnable Toeplitz kernel, an
 input-dependent 1-SS mask, or a user's own.
 
-For a recurrent mask (one with ``log_decays``) the same layer is an SSM: by
-the duality, ``(OneSS.from_log(log_a) o Q K^T) V == SSS.from_log(log_a, K, Q) @ V``,
-whose state ``(d_key, d_value)`` per head is the decoding cache.
+For a recurrent mask (a 1-SS mask with ``log_decays``, or an SSS mask of
+state size ``N_L``, see :mod:`semisep.nn.masks`) the same layer is an SSM: by
+the duality, ``(L o Q K^T) V == masked(L, Q, K).to_sss() @ V``, e.g.
+``SSS.from_log(log_a, K, Q) @ V`` for ``L = OneSS.from_log(log_a)``, whose state
+``(N_L d_key, d_value)`` per head is the decoding cache.
 """
 
 from __future__ import annotations
@@ -24,13 +26,13 @@ import torch
 from torch import nn
 
 from .._checks import check_positive_int, shape_str
+from ..masked import masked
 from ..oness import OneSS
 from ..sma import sma
-from ..sss import SSS
 from ._dtypes import fp32_or_wider
 from .cache import AttentionCache, check_cache
 from .conv import causal_conv1d
-from .masks import make_mask
+from .masks import check_sss_mask, make_mask, with_resets
 from .packing import resolve_packing, segment_ids
 
 
@@ -45,7 +47,9 @@ class MaskedAttention(nn.Module):
         ``"causal"`` (default), ``"decay"`` (RetNet), ``"selective"`` (a 1-SS
         mask with per-token decays projected from ``x``), ``"toeplitz"``
         (learnable, needs ``max_len``), a fixed structured matrix ``(..., T, T)``,
-        or a mask module ``x -> matrix`` (see :mod:`semisep.nn.masks`).
+        or a mask module ``x -> matrix`` (see :mod:`semisep.nn.masks`). A fixed
+        SSS, OneSS, Causal or Decay matrix, and a mask module with ``log_decays``
+        or ``state_size``, are recurrent: the layer then decodes.
     d_key, d_value : int, optional
         Per-head widths of Q/K and of V; ``d_model // n_heads`` by default.
     feature_map : callable, optional
@@ -70,8 +74,9 @@ class MaskedAttention(nn.Module):
     -----
     Cost per token: the projections O(d_model * n_heads * (d_key + d_value)),
     plus :func:`semisep.sma`'s (linear: O(d_key d_value) per head and token and
-    the mask's product). Decoding (recurrent masks) costs O(d_key d_value) per
-    head and token.
+    the mask's product). Decoding (recurrent masks) costs O(N_L d_key d_value)
+    per head and token for a mask of state size ``N_L`` (1 for 1-SS masks;
+    O(N_L^2 d_key^2 d_value) for an SSS mask with full A).
 
     Examples
     --------
@@ -114,11 +119,14 @@ class MaskedAttention(nn.Module):
 
     @property
     def recurrent(self) -> bool:
-        """Whether the mask has a recurrent (1-SS) form: decoding and packing need it."""
-        return hasattr(self.mask, "log_decays")
+        """Whether the mask has a recurrent (1-SS or SSS) form: decoding and packing need it."""
+        return hasattr(self.mask, "log_decays") or hasattr(self.mask, "state_size")
 
     def _state_width(self) -> int:
         return self.d_value + (1 if self.normalize else 0)
+
+    def _state_height(self) -> int:   # N_L d_key: the dual SSM's state size
+        return (1 if hasattr(self.mask, "log_decays") else self.mask.state_size) * self.d_key
 
     def allocate_cache(self, batch: int, dtype: torch.dtype | None = None) -> AttentionCache:
         """A fresh decoding cache (zero state) for ``batch`` sequences.
@@ -134,19 +142,21 @@ class MaskedAttention(nn.Module):
         if self.d_conv is not None:
             conv_state = torch.zeros(batch, self.d_conv - 1, sum(self._widths), device=device,
                                      dtype=dtype)
-        return AttentionCache(torch.zeros(batch, self.n_heads, self.d_key, self._state_width(),
-                                          device=device, dtype=fp32_or_wider(dtype)), conv_state)
+        return AttentionCache(torch.zeros(batch, self.n_heads, self._state_height(),
+                                          self._state_width(), device=device,
+                                          dtype=fp32_or_wider(dtype)), conv_state)
 
     def _cache_shapes(self, batch: int) -> dict:
-        shapes = {"state": (batch, self.n_heads, self.d_key, self._state_width())}
+        shapes = {"state": (batch, self.n_heads, self._state_height(), self._state_width())}
         if self.d_conv is not None:
             shapes["conv_state"] = (batch, self.d_conv - 1, sum(self._widths))
         return shapes
 
     def _need_recurrent(self, what: str):
         if not self.recurrent:
-            raise TypeError(f"{what} needs a recurrent mask (one with log_decays: causal, decay, "
-                            f"selective or 1-SS), got {type(self.mask).__name__}")
+            raise TypeError(f"{what} needs a recurrent mask (causal, decay, selective, 1-SS or "
+                            f"SSS: one with log_decays or state_size), got "
+                            f"{type(self.mask).__name__}")
 
     def _heads(self, t: torch.Tensor, width: int) -> torch.Tensor:  # (b, T, h*w) -> (b, h, T, w)
         return t.unflatten(-1, (self.n_heads, width)).transpose(1, 2)
@@ -159,11 +169,13 @@ class MaskedAttention(nn.Module):
         ----------
         x : tensor, shape ``(batch, T, d_model)``
         seq_idx, cu_seqlens : optional
-            Packed sequences (recurrent masks only), as in :class:`semisep.nn.Mamba2`:
-            the result equals running each sequence alone.
+            Packed sequences (recurrent masks whose steps follow the tokens, not a
+            fixed matrix), as in :class:`semisep.nn.Mamba2`: the result equals
+            running each sequence alone.
         cache : AttentionCache, optional
             Continue from this state (recurrent masks); read, never modified.
-            In a packed row it feeds the first sequence.
+            In a packed row it feeds the first sequence. A fixed mask continues
+            from the cache's position.
         return_cache : bool
             Also return the cache after the last token (recurrent masks).
 
@@ -175,8 +187,9 @@ class MaskedAttention(nn.Module):
         Notes
         -----
         Without a cache the product is :func:`semisep.sma` with the mask's own
-        algorithm; with one (or packed sequences) it is the dual SSM
-        ``SSS.from_log(log_a, K, Q) @ V``, the same matrix, run with a state.
+        algorithm; with one it is the dual SSM ``masked(L, Q, K).to_sss() @ V``,
+        the same matrix, run with a state. Packed sequences reset ``A_t`` (a
+        ``-inf`` log-decay) at each start.
         """
         if x.ndim != 3 or x.shape[-1] != self.d_model:
             raise ValueError(f"x must have shape (batch, T, {self.d_model}), "
@@ -208,24 +221,44 @@ class MaskedAttention(nn.Module):
         if self.normalize:
             V = torch.cat([V, torch.ones_like(V[..., :1])], dim=-1)
 
-        state = None
+        state, start = None, 0 if cache is None else cache.position
         if cache is None and not return_cache and seq_idx is None:
             Y = sma(Q, K, V, self.mask(x), algorithm=self.algorithm)
         else:
-            log_a = self.mask.log_decays(x)
-            if seq_idx is not None:   # a reset (a = 0) where each packed sequence starts
-                starts = torch.nn.functional.pad(seq_idx[:, 1:] != seq_idx[:, :-1], (1, 0))
-                log_a = log_a.masked_fill(starts[:, None], float("-inf"))
+            L = self._recurrent_mask(x, start, seq_idx)
             if cache is None and not return_cache:
-                Y = sma(Q, K, V, OneSS.from_log(log_a), algorithm=self.algorithm)
+                Y = sma(Q, K, V, L, algorithm=self.algorithm)
             else:
-                Y, state = SSS.from_log(log_a, K, Q).matmul(
+                Y, state = masked(L, Q, K).to_sss().matmul(
                     V, initial_state=None if cache is None else cache.state,
                     return_final_state=True)
         if self.normalize:
             Y = Y[..., :self.d_value] / (Y[..., self.d_value:] + self.eps)
         y = self.out_proj(Y.transpose(1, 2).flatten(2).to(x.dtype))
-        return (y, AttentionCache(state, conv_state)) if return_cache else y
+        return (y, AttentionCache(state, conv_state, start + T)) if return_cache else y
+
+    def _recurrent_mask(self, x: torch.Tensor, start: int, seq_idx):
+        """The mask for tokens ``x`` at positions ``start...``: a OneSS or an SSS.
+
+        With ``seq_idx``, ``A_t = 0`` (a ``-inf`` log-decay) where each packed
+        sequence starts.
+        """
+        starts = None
+        if seq_idx is not None:
+            starts = torch.nn.functional.pad(seq_idx[:, 1:] != seq_idx[:, :-1], (1, 0))
+        if hasattr(self.mask, "log_decays"):
+            log_a = self.mask.log_decays(x)
+            return OneSS.from_log(log_a if starts is None else
+                                  log_a.masked_fill(starts[:, None], float("-inf")))
+        if hasattr(self.mask, "window"):   # a fixed mask: its steps belong to positions
+            if starts is not None:
+                raise ValueError(f"packed sequences need a mask whose steps follow the tokens; "
+                                 f"the steps of this fixed mask ({type(self.mask).__name__}) "
+                                 f"follow positions, so a packed sequence would not start "
+                                 f"from step 0")
+            return self.mask.window(start, start + x.shape[1])
+        L = check_sss_mask(self.mask(x), self.mask.state_size, x.shape[1])
+        return L if starts is None else with_resets(L, starts)
 
     def step(self, x_t: torch.Tensor, cache: AttentionCache) -> torch.Tensor:
         """Decode one token: ``x_t`` of shape ``(batch, d_model)`` -> ``(batch, d_model)``.
@@ -238,7 +271,7 @@ class MaskedAttention(nn.Module):
             raise ValueError(f"x_t must have shape (batch, {self.d_model}), "
                              f"got shape {shape_str(x_t.shape)}")
         y, new = self.forward(x_t[:, None], cache=cache, return_cache=True)
-        cache.state, cache.conv_state = new.state, new.conv_state
+        cache.state, cache.conv_state, cache.position = new.state, new.conv_state, new.position
         return y[:, 0]
 
     def extra_repr(self) -> str:

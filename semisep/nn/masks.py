@@ -6,12 +6,22 @@ d_model)`` to a structured matrix of shape broadcasting with ``(batch,
 n_heads, T, T)``: a mask of :mod:`semisep.masks`, a :class:`~semisep.OneSS`,
 an :class:`~semisep.SSS` or a user's own object with the matrix protocol.
 
-A mask module is *recurrent* when it also has ``log_decays(x)``, returning
-log-decays ``(batch, n_heads or 1, T)`` whose 1-SS matrix
-``OneSS.from_log(log_decays(x))`` is its mask, the decay at token ``t``
-depending on ``x_t`` alone (decoding sees one token at a time). Then the layer can decode token
-by token (the dual SSM ``SSS.from_log(log_a, K, Q)`` carries the state) and
-pack sequences (a ``-inf`` log-decay at each start).
+A mask module is *recurrent* when it also has
+
+* ``log_decays(x)``, returning log-decays ``(batch, n_heads or 1, T)`` whose
+  1-SS matrix ``OneSS.from_log(log_decays(x))`` is its mask, the decay at
+  token ``t`` depending on ``x_t`` alone; or
+* ``state_size``, an int ``N_L``: its ``forward(x)`` returns an
+  :class:`~semisep.SSS` of that state size (a :class:`~semisep.OneSS` when
+  ``N_L = 1``) whose step ``t`` (``A_t, b_t, c_t``) depends on ``x_t`` alone.
+
+Decoding sees one token at a time, hence "``x_t`` alone". Then the layer can
+decode token by token (the dual SSM ``masked(L, Q, K).to_sss()``, of state
+size ``N_L d_key``, carries the state) and pack sequences (``A_t = 0``, a
+``-inf`` log-decay, at each start). A fixed matrix with an SSS form (an
+:class:`~semisep.SSS`, :class:`~semisep.OneSS`, ``masks.Causal`` or
+``masks.Decay``) is recurrent too (:class:`FixedSSSMask`), its steps fixed by
+position: it decodes, but does not pack.
 
 ================  ==========================  =============  ==================
 module            mask                        parameters     recurrent
@@ -20,6 +30,8 @@ CausalMask        ``masks.Causal(T)``         none           yes (``a = 1``)
 DecayMask         ``masks.Decay(gamma, T)``   ``gamma`` (h,) yes (``a = gamma``)
 SelectiveMask     ``OneSS.from_log(log_a)``   projection     yes (``a_t`` from ``x_t``)
 ToeplitzMask      ``masks.Toeplitz(alpha)``   ``alpha``      no
+FixedMask         a given matrix              none           no
+FixedSSSMask      a given SSS-form matrix     none           yes (by position)
 ================  ==========================  =============  ==================
 """
 
@@ -30,8 +42,9 @@ import torch.nn.functional as F
 from torch import nn
 
 from .. import masks
-from .._checks import check_positive_int
+from .._checks import check_positive_int, shape_str
 from ..oness import OneSS
+from ..sss import SSS
 from ._dtypes import at_least_fp32, fp32_or_wider
 from .init import a_log_init, dt_bias_init
 
@@ -172,7 +185,7 @@ def make_mask(mask, d_model: int, n_heads: int, max_len: int | None, device=None
         raise ValueError(f"mask must be one of 'causal', 'decay', 'selective', 'toeplitz', "
                          f"a structured matrix or a callable, got {mask!r}")
     if hasattr(mask, "to_dense") and hasattr(mask, "shape"):
-        return FixedMask(mask)
+        return FixedMask(mask) if sss_form(mask) is None else FixedSSSMask(mask)
     if callable(mask):
         return mask
     raise TypeError(f"mask must be a str, a structured matrix or a callable x -> matrix, "
@@ -192,3 +205,82 @@ class FixedMask(nn.Module):
             raise ValueError(f"x must have T={T} tokens for this fixed mask of shape "
                              f"{tuple(self.matrix.shape)}, got T={x.shape[1]}")
         return self.matrix
+
+
+class FixedSSSMask(FixedMask):
+    """A given matrix with an SSS form (see :func:`sss_form`): a fixed mask that decodes.
+
+    Its steps ``A_t, b_t, c_t`` belong to positions, not tokens: decoding reads
+    the window of positions a cache has reached (:meth:`window`), and packed
+    sequences are refused (each sequence would need the mask from its own start).
+
+    Attributes
+    ----------
+    state_size : int
+        ``N_L``, the state size of the SSS form.
+    """
+
+    def __init__(self, matrix):
+        super().__init__(matrix)
+        self.sss = sss_form(matrix)
+        self.state_size = self.sss.state_size
+
+    def window(self, start: int, stop: int) -> SSS:
+        """The mask's principal block over positions ``[start, stop)``, as an SSS."""
+        T = self.sss.seq_len
+        if stop > T:
+            raise ValueError(f"x must have at most {T - start} tokens after position {start} "
+                             f"for this fixed mask of T={T}, got {stop - start}")
+        return self.sss[..., start:stop, start:stop]
+
+
+def sss_form(matrix) -> SSS | None:
+    """``matrix`` as an :class:`~semisep.SSS`, or None when it has no SSS form.
+
+    An SSS is itself; a :class:`~semisep.OneSS` (``as_sss()``) and a square
+    ``masks.Causal`` or ``masks.Decay`` (``as_oness()``) have one of state size 1.
+    """
+    if hasattr(matrix, "as_oness"):
+        try:
+            matrix = matrix.as_oness()
+        except ValueError:   # e.g. a non-square or shifted Causal mask
+            return None
+    if hasattr(matrix, "as_sss"):
+        matrix = matrix.as_sss()
+    return matrix if isinstance(matrix, SSS) else None
+
+
+def with_resets(L: SSS, starts: torch.Tensor) -> SSS:
+    """``L`` with ``A_t = 0`` (a ``-inf`` log-decay) wherever ``starts[b, t]``.
+
+    Parameters
+    ----------
+    L : SSS, shape broadcasting with ``(batch, n_heads, T, T)``
+    starts : bool tensor, shape ``(batch, T)``
+
+    Returns
+    -------
+    SSS of batch ``(batch, ...)``: no entry of the mask crosses a start.
+    """
+    log = L.log_a is not None
+    A = torch.as_tensor(L.log_a if log else L.A, device=starts.device)
+    trailing = {"scalar": 0, "diagonal": 1, "full": 2}[L.structure]
+    where = starts.reshape(starts.shape[0], 1, starts.shape[1], *(1,) * trailing)
+    A = torch.where(where, torch.full((), float("-inf") if log else 0.0, dtype=A.dtype,
+                                      device=A.device), A)
+    return (SSS.from_log if log else SSS)(A, L.B, L.C, structure=L.structure)
+
+
+def check_sss_mask(L, state_size: int, T: int) -> SSS:
+    """The SSS form of a mask module's output, checked against its ``state_size`` and ``T``."""
+    form = sss_form(L)
+    if form is None:
+        raise TypeError(f"a mask module with state_size must return an SSS (or 1-SS) matrix, "
+                        f"got {type(L).__name__}")
+    if form.seq_len != T:
+        raise ValueError(f"the mask must have T={T} steps like x, got an SSS of shape "
+                         f"{shape_str(form.shape)}")
+    if form.state_size != state_size:
+        raise ValueError(f"the mask must have the state size {state_size} its module declares "
+                         f"(state_size), got an SSS of state size {form.state_size}")
+    return form
