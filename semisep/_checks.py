@@ -80,3 +80,8 @@ def as_columns(name: str, x, rows: int, cols: str = "P", of: str = ""):
         raise ValueError(f"{name} must have shape {want}{' for ' + of if of else ''}, "
                          f"got shape {shape_str(x.shape)}")
     return x2, vector
+
+
+def dtype_names(*arrays) -> tuple:
+    """The sorted distinct dtype names (``"float32"``, ``"bfloat16"``, ...) of arrays or tensors."""
+    return tuple(sorted({str(a.dtype).replace("torch.", "") for a in arrays}))

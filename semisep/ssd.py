@@ -8,7 +8,7 @@ groups (head ``i`` uses group ``i // (heads // groups)``), and states are
 
 from __future__ import annotations
 
-from ._checks import as_array, check_positive_int, check_trailing, shape_str
+from ._checks import as_array, check_positive_int, check_trailing, dtype_names, shape_str
 from .algorithms import DEFAULT_CHUNK_SIZE, Generators, SSSProblem, resolve_algorithm
 from .algorithms.decays import Decays
 from .backends import Case, select_backend
@@ -58,8 +58,10 @@ def ssd(x, log_a=None, B=None, C=None, *, chunk_size: int | None = None, initial
     algorithm = resolve_algorithm(algorithm, "scalar", T, chunk_size)
     features = frozenset(k for k in ("dt", "dt_bias", "D", "z", "seq_idx", "initial_state")
                          if k in named) | ({"dt_softplus"} if dt_softplus else set())
-    be = select_backend(list(named.values()), Case("ssd", "scalar", algorithm, True, features),
-                        backend)
+    x, B = named["x"], named["B"]
+    case = Case("ssd", "scalar", algorithm, True, features, dtypes=dtype_names(x, B, named["C"]),
+                sizes=(("n", B.shape[-1]), ("p", x.shape[-1])))
+    be = select_backend(list(named.values()), case, backend)
     like = next((v for v in named.values() if be.owns(v)), None)
     arrays = {k: be.asarray(v, like=like) for k, v in named.items()}
     return be.ssd(arrays.pop("x"), arrays.pop("log_a", None), arrays.pop("B"), arrays.pop("C"),

@@ -18,7 +18,7 @@ broadcast (numpy rules), e.g. B and C shared across heads.
 from __future__ import annotations
 
 from ._checks import (as_array, as_columns, broadcast_batch, check_min_ndim, check_positive_int,
-                      check_trailing, shape_str)
+                      check_trailing, dtype_names, shape_str)
 from .algorithms import (DEFAULT_CHUNK_SIZE, Generators, SSSProblem, dense_matrix,
                          resolve_algorithm)
 from .algorithms.decays import Decays
@@ -210,7 +210,8 @@ class SSS(StructuredMatrix):
         broadcast_batch(batches)
 
         algorithm = resolve_algorithm(algorithm, self.structure, T, chunk_size)
-        case = Case("sss_matmul", self.structure, algorithm, self._log)
+        case = Case("sss_matmul", self.structure, algorithm, self._log, dtypes=dtype_names(self._B, self._C, x2),
+                    sizes=(("N", N), ("P", x2.shape[-1])))
         be = select_backend([self._A, self._B, self._C, x2, initial_state], case, backend)
         like = next((v for v in (self._B, x2, self._C, self._A) if be.owns(v)), None)
         x2 = be.asarray(x2, like=like)

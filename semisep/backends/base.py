@@ -35,6 +35,11 @@ class Case:
         True when A is given by log-decays (``from_log``), False for values.
     features : frozenset of str
         Optional extras asked for (``"dt"``, ``"D"``, ``"z"``, ``"seq_idx"``, ...).
+    dtypes : tuple of str
+        The dtypes of the data (``("float32",)``, ``("bfloat16", "float32")``, ...),
+        sorted and without repeats; empty if not given.
+    sizes : tuple of (str, int)
+        Sizes a backend may limit, e.g. ``(("N", 64), ("P", 64))``.
     """
 
     op: str
@@ -42,9 +47,13 @@ class Case:
     algorithm: str = "chunked"
     log_form: bool = True
     features: frozenset = field(default_factory=frozenset)
+    dtypes: tuple = ()
+    sizes: tuple = ()
 
     def describe(self) -> str:
         extra = f", features={sorted(self.features)}" if self.features else ""
+        extra += f", dtypes {'/'.join(self.dtypes)}" if self.dtypes else ""
+        extra += "".join(f", {k}={v}" for k, v in self.sizes)
         form = "log-decays" if self.log_form else "values of A"
         return (f"{self.op} with {self.structure} A given as {form}, "
                 f"algorithm={self.algorithm!r}{extra}")

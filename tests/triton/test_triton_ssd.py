@@ -173,6 +173,12 @@ def test_registry_backend_triton(triton_on_cpu):
     assert rel(y, yr) < 1e-5
     with pytest.raises(ValueError, match="triton"):
         ss.ssd(d["x"], d["la"], d["B"], d["C"], backend="triton", algorithm="recurrent")
+    # cases the kernels do not take are refused by name, never run on another path
+    with pytest.raises(ValueError, match="backend 'triton' cannot run .* got float64"):
+        ss.ssd(d["x"].double(), d["la"], d["B"].double(), d["C"].double(), backend="triton")
+    wide, BC = torch.zeros(1, 4, 1, 300), torch.zeros(1, 4, 1, 16)
+    with pytest.raises(ValueError, match="up to 256, got p=300"):
+        ss.ssd(wide, torch.zeros(1, 4, 1), BC, BC, backend="triton")
     # the object path reaches the same kernels
     la, Bm, Cm, xm = d["la"][0, :, 0], d["B"][0, :, 0], d["C"][0, :, 0], d["x"][0, :, 0]
     M = ss.SSS.from_log(la, Bm, Cm)

@@ -4,9 +4,9 @@ It is a :class:`~semisep.backends.torch_backend.TorchBackend` (same primitives) 
 entry points, :meth:`TritonBackend.ssd` and :meth:`TritonBackend.sss_matmul`, run the
 kernels of :mod:`semisep.backends.triton.kernels` for the cases :meth:`supports` accepts:
 scalar A given as log-decays, the chunked (or one-chunk quadratic) algorithm, fp32 / bf16 /
-fp16 inputs, n and p up to 256. Inputs outside that (float64, p or n above 256) that reach
-it run the generic torch algorithms on the same device: :class:`~semisep.backends.base.Case`
-carries no dtype or sizes, so :meth:`supports` cannot turn them away beforehand.
+fp16 inputs, n and p up to 256. :meth:`supports` turns every other case away (from the
+dtypes and sizes the :class:`~semisep.backends.base.Case` carries), so the automatic choice
+runs it on the torch backend and an explicit ``backend="triton"`` is an error naming it.
 
 The kernels are imported lazily (first use), so importing semisep never compiles or
 imports Triton.
@@ -57,6 +57,12 @@ class TritonBackend(TorchBackend):
             return "the Triton kernels take log-decays (SSS.from_log), not values of A"
         if case.algorithm not in ("chunked", "quadratic"):
             return f"the Triton kernels run the chunked algorithm, not {case.algorithm!r}"
+        other = [d for d in case.dtypes if d not in _KERNEL_DTYPES]
+        if other:
+            return f"the Triton kernels take {'/'.join(_KERNEL_DTYPES)} data, got {'/'.join(other)}"
+        large = [f"{k}={v}" for k, v in case.sizes if v > 256]
+        if large:
+            return f"the Triton kernels take state and head sizes up to 256, got {', '.join(large)}"
         return None
 
     # -- entry points -----------------------------------------------------------
@@ -65,13 +71,6 @@ class TritonBackend(TorchBackend):
             dt_bias=None, dt_softplus=False, seq_idx=None):
         from . import ops
 
-        if (str(x.dtype).replace("torch.", "") not in _KERNEL_DTYPES
-                or ops.supports_reason(x, B, C) is not None):
-            # float64, or p / n above 256: the generic algorithms on the same device
-            return super().ssd(x, log_a, B, C, chunk_size=chunk_size or 64,
-                               return_final_state=return_final_state, algorithm=algorithm,
-                               initial_state=initial_state, dt=dt, A=A, D=D, z=z,
-                               dt_bias=dt_bias, dt_softplus=dt_softplus, seq_idx=seq_idx)
         Q = _kernel_chunk(chunk_size)
         return ops.ssd(x, log_a, B, C, dt=dt, A=A, D=D, z=z, dt_bias=dt_bias,
                        dt_softplus=dt_softplus, initial_state=initial_state, seq_idx=seq_idx,
@@ -85,9 +84,6 @@ class TritonBackend(TorchBackend):
 
         gen = problem.gen
         x = problem.x
-        if (gen.structure != "scalar" or not gen.decays.log
-                or str(x.dtype).replace("torch.", "") not in _KERNEL_DTYPES):
-            return super().sss_matmul(problem)
         T, N, P = gen.T, gen.N, x.shape[-1]
         batch = tuple(problem.batch_shape(self))
         nb = 1
