@@ -26,24 +26,13 @@ import torch.nn.functional as F
 
 def prepare(x, log_a=None, *, dt=None, A=None, dt_bias=None, dt_softplus=False,
             seq_idx=None, dtype=torch.float64):
-    """``(xs, la)``: the scaled input and the log-decays the recurrence sees."""
-    x = x.to(dtype)
-    if dt is not None:
-        d = dt.to(dtype)
-        if dt_bias is not None:
-            d = d + dt_bias.to(dtype)
-        if dt_softplus:
-            d = F.softplus(d)
-        la = d * A.to(dtype)
-        xs = x * d[..., None]
-    else:
-        la = log_a.to(dtype)
-        xs = x
-    if seq_idx is not None:
-        change = torch.zeros_like(seq_idx, dtype=torch.bool)
-        change[:, 1:] = seq_idx[:, 1:] != seq_idx[:, :-1]
-        la = torch.where(change[..., None], torch.full_like(la, float("-inf")), la)
-    return xs, la
+    """``(xs, la)``: the scaled input and the log-decays the recurrence sees (Mamba-2's
+    preprocessing, :func:`semisep.ssd.scaled_inputs`, in ``dtype``)."""
+    from ...backends import get_backend
+    from ...ssd import scaled_inputs
+
+    return scaled_inputs(get_backend("torch"), x, log_a, dtype, dt=dt, A=A, dt_bias=dt_bias,
+                         dt_softplus=dt_softplus, seq_idx=seq_idx)
 
 
 def _finish(y, x, D, z, dtype):
