@@ -168,8 +168,9 @@ def make_mask(mask, d_model: int, n_heads: int, max_len: int | None, device=None
     """The mask module a :class:`MaskedAttention` argument ``mask`` names.
 
     ``"causal"``, ``"decay"``, ``"selective"``, ``"toeplitz"`` (needs ``max_len``),
-    a fixed structured matrix (used as is, for inputs of its length), or any
-    callable mask module (used as is).
+    a fixed structured matrix (used as is, for inputs of its length; a
+    :class:`FixedSSSMask` when it has an SSS form), or any callable mask module
+    (used as is).
     """
     if isinstance(mask, str):
         if mask == "causal":
