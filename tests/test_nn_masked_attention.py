@@ -340,6 +340,21 @@ def test_masked_sss_mask_to_sss_is_the_kronecker_form(backend, data):
 
 
 @pytest.mark.parametrize("structure", SSS_STRUCTURES)
+def test_masked_sss_mask_with_more_batch_in_A_than_in_b_c(structure):
+    """A per head, b and c shared: B' and C' have fewer batch dimensions than A'."""
+    rng = np.random.default_rng(3)
+    T, NL, N = 6, 2, 3
+    core = {"scalar": (T,), "diagonal": (T, NL), "full": (T, NL, NL)}[structure]
+    L = ss.SSS(rng.uniform(-1, 1, (2,) + core), rng.normal(size=(T, NL)),
+               rng.normal(size=(T, NL)), structure=structure)
+    Q, K = rng.normal(size=(T, N)), rng.normal(size=(T, N))
+    M = ss.masked(L, Q, K).to_sss()
+    expected = sss_dense(L) * (Q @ K.T)
+    assert M.shape == (2, T, T)
+    assert_close(M.to_dense(), expected)
+
+
+@pytest.mark.parametrize("structure", SSS_STRUCTURES)
 @settings(max_examples=6, deadline=None)
 @given(data=st.data())
 def test_fixed_sss_mask_decode_matches_forward(structure, data):

@@ -25,14 +25,13 @@ def dense_matrix(be: Backend, g: Generators, *, with_propagators: bool = False):
     if g.structure == "diagonal":
         return be.einsum("...jn,...in,...nji->...ji", g.C, g.B, g.decays.matrix(be))
     T = g.T
+    batch = be.broadcast_shapes(g.A_full.shape[:-3], g.B.shape[:-2], g.C.shape[:-2])
+    B = be.broadcast_to(g.B, tuple(batch) + tuple(g.B.shape[-2:]))   # every row of one batch
     rows, Ks = [], []
     R = K = None
     for j in range(T):
-        A_j, B_j = g.A_full[..., j, :, :], g.B[..., j, None, :]
-        if R is not None:   # A_j may have more batch dimensions than B_j
-            R = R @ A_j.swapaxes(-1, -2)
-            B_j = be.broadcast_to(B_j, R.shape[:-2] + B_j.shape[-2:])
-        R = B_j if R is None else be.concat([R, B_j], axis=-2)
+        A_j, B_j = g.A_full[..., j, :, :], B[..., j, None, :]
+        R = B_j if R is None else be.concat([R @ A_j.swapaxes(-1, -2), B_j], axis=-2)
         rows.append(be.pad((g.C[..., j, None, :] @ R.swapaxes(-1, -2))[..., 0, :],
                            axis=-1, after=T - j - 1))
         K = A_j if K is None else A_j @ K
