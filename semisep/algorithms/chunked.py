@@ -138,7 +138,7 @@ def pass_states(be: Backend, total: Array, states: Array, h0: Array) -> Array:
 
 
 #: Steps per segment: longer sequences run segment by segment, carrying the state.
-SEGMENT_STEPS = 4096
+SEGMENT_STEPS = 2048
 
 
 def chunked(be: Backend, p: SSSProblem):

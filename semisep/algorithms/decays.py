@@ -33,6 +33,26 @@ def _running(be: Backend, x: Array, fill: float, scan) -> Array:
     return scan(be.where(strict_upper, rows, be.full((), fill, like=x)), axis=-1)
 
 
+#: Stands for a ``-inf`` log-decay in :func:`_running_sums`: finite, so that a 0/1 mask can
+#: multiply it, and still far below any sum that ``exp`` does not take to exactly 0.
+RESET = -1e30
+
+
+def _running_sums(be: Backend, x: Array) -> Array:
+    """:func:`_running` sums (0 where ``i <= j``) for ``exp``, one cheap pass fewer.
+
+    The strictly upper part is cut by multiplying with a 0/1 mask (which costs
+    a fraction of a ``where`` over the broadcast rows); ``-inf`` entries are
+    first replaced by :data:`RESET`, so that no ``-inf * 0`` arises and every
+    segment holding a reset still sums to at most ``RESET``: ``exp`` gives the
+    exact 0. Other sums are the same direct running sums as :func:`segsum`'s.
+    """
+    T = x.shape[-1]
+    x = be.where(x == float("-inf"), be.full((), RESET, like=x), x)
+    strict_upper = be.cast(~be.tri(T, T, 0, like=x), x.dtype)
+    return be.cumsum(x[..., None, :] * strict_upper, axis=-1)
+
+
 def segsum(be: Backend, x: Array) -> Array:
     """``S[..., i, j] = x_{j+1} + ... + x_i`` for ``i >= j`` (0 on the diagonal), ``-inf`` above.
 
@@ -86,7 +106,7 @@ class Decays:
         if masked:
             return be.exp(segsum(be, self.data)) if self.log else segprod(be, self.data)
         if self.log:
-            return be.exp(_running(be, self.data, 0.0, be.cumsum)).swapaxes(-1, -2)
+            return be.exp(_running_sums(be, self.data)).swapaxes(-1, -2)
         return _running(be, self.data, 1.0, be.cumprod).swapaxes(-1, -2)
 
     def total(self, be: Backend) -> "Decays":
