@@ -27,9 +27,11 @@ T: no cumulative sums are subtracted.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from ..backends.base import Array, Backend
+from .decays import Decays
 from .problem import Generators, SSSProblem
 
 
@@ -120,21 +122,45 @@ def apply_chunk_factors(be: Backend, f: ChunkFactors, x: Array, initial_state: A
     return y[..., :T, :], final
 
 
-def pass_states(be: Backend, total: Array, states: Array, h0: Array) -> Array:
+#: State passing runs densely (one matmul) while ``nc * (entries of one chunk state)`` stays
+#: under this, else as a scan: a scan step costs about what a matmul of this size does.
+DENSE_PASSING_LIMIT = 2**19
+
+
+def pass_states(be: Backend, total: Array, states: Array, h0: Array):
     """Step 3: ``H_c = total_c H_{c-1} + S_c`` for every chunk, ``H_{-1} = h0``.
 
     ``total`` is ``(..., nc, K)`` (``K = 1`` for scalar A, ``N`` for diagonal A),
     ``states`` ``(..., nc, N, P)``, ``h0`` ``(..., N, P)``; returns the states
     entering each chunk, ``H_{-1} .. H_{nc-2}`` ``(..., nc, N, P)``, and the
-    final ``H_{nc-1}``. A scan over the ``nc`` chunks: it reads and writes each
-    chunk state once, which measured faster on the CPU than running this 1-SS
-    product of length ``nc`` by the chunked algorithm itself or densely.
+    final ``H_{nc-1}``.
+
+    This is the 1-SS product of length ``nc`` over the chunks. Large states
+    run it as a scan, which reads and writes each chunk state once; many small
+    ones (e.g. a 1-SS mask, ``N = 1``) as one matmul with the ``(nc + 1)^2``
+    1-SS matrix of the chunk decays (exact products, :meth:`Decays.matrix`),
+    which saves ``nc`` Python steps for ``O(nc^2 N P)`` work
+    (:data:`DENSE_PASSING_LIMIT`).
     """
-    h, starts = h0, []
-    for c in range(total.shape[-2]):
-        starts.append(h)
-        h = total[..., c, :, None] * h + states[..., c, :, :]
-    return be.stack(starts, axis=-3), h
+    nc, K = total.shape[-2], total.shape[-1]
+    N, P = states.shape[-2], states.shape[-1]
+    if nc * math.prod(states.shape[:-3]) * N * P > DENSE_PASSING_LIMIT:
+        h, starts = h0, []
+        for c in range(nc):
+            starts.append(h)
+            h = total[..., c, :, None] * h + states[..., c, :, :]
+        return be.stack(starts, axis=-3), h
+    width = N * P // K                          # state entries sharing one decay
+
+    def per_decay(arr):  # (..., m, N, P) -> (..., K, m, width)
+        return be.moveaxis(arr.reshape(arr.shape[:-2] + (K, width)), -2, -3)
+
+    first = be.ones(total.shape[:-2] + (1, K), like=total)
+    L = Decays(be.moveaxis(be.concat([first, total], axis=-2), -1, -2), log=False).matrix(be)
+    h0 = be.broadcast_to(h0, states.shape[:-3] + (N, P))
+    H = L @ be.concat([per_decay(h0[..., None, :, :]), per_decay(states)], axis=-2)
+    H = be.moveaxis(H, -3, -2).reshape(H.shape[:-3] + (nc + 1, N, P))   # H_{-1} .. H_{nc-1}
+    return H[..., :-1, :, :], H[..., -1, :, :]
 
 
 #: Steps per segment: longer sequences run segment by segment, carrying the state.
