@@ -64,14 +64,17 @@ def check_positive_int(name: str, value) -> int:
     return int(value)
 
 
-def as_columns(name: str, x, rows: int, cols: str = "P", of: str = ""):
+def as_columns(name: str, x, rows: int, cols: str = "P", of: str = "", *,
+               allow_complex: bool = False):
     """``(x2, vector)``: ``x`` of shape ``(rows,)`` or ``(..., rows, cols)`` as ``(..., rows, k)``.
 
     Only a 1-D ``x`` is a vector (numpy's matmul convention); it becomes one
     column and ``vector`` is True. ``of`` names what ``rows`` comes from, for
-    the error message (e.g. ``"a matrix of T=5"``).
+    the error message (e.g. ``"a matrix of T=5"``). Complex ``x`` is refused
+    unless ``allow_complex``.
     """
-    x = as_array(name, x)
+    complex_given = allow_complex and (x.is_complex() if is_torch(x) else np.iscomplexobj(x))
+    x = (x if is_torch(x) else np.asarray(x)) if complex_given else as_array(name, x)
     want = f"({rows},) or (..., {rows}, {cols})"
     check_min_ndim(name, x, 1, want)
     vector = x.ndim == 1

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .._checks import as_array, broadcast_batch, check_min_ndim, is_torch, shape_str
+from .._checks import as_columns, broadcast_batch, shape_str
 from ..backends import Case, select_backend
 from ..matrix import StructuredMatrix
 
@@ -88,14 +88,9 @@ class Mask(StructuredMatrix):
         -------
         array, shape ``(T,)`` or ``(..., T, m)``
         """
-        T, S = self.shape[-2:]
-        x = _input(x, self._complex_input)
-        check_min_ndim("x", x, 1, f"({S},) or (..., {S}, m)")
-        vector = x.ndim == 1
-        x2 = x[:, None] if vector else x
-        if x2.shape[-2] != S:
-            raise ValueError(f"x must have shape ({S},) or (..., {S}, m) for a mask of "
-                             f"shape {shape_str(self.shape)}, got shape {shape_str(x.shape)}")
+        S = self.shape[-1]
+        x2, vector = as_columns("x", x, S, "m", f"a mask of shape {shape_str(self.shape)}",
+                                allow_complex=self._complex_input)
         broadcast_batch({"mask": self.batch_shape, "x": x2.shape[:-2]})
         case = Case(f"{type(self).__name__.lower()}_matmul", algorithm=self._algorithm,
                     log_form=False)
@@ -115,8 +110,3 @@ class Mask(StructuredMatrix):
         """
         raise NotImplementedError
 
-
-def _input(x, complex_ok: bool):
-    if complex_ok and (np.iscomplexobj(x) if not is_torch(x) else x.is_complex()):
-        return x if is_torch(x) else np.asarray(x)
-    return as_array("x", x)
