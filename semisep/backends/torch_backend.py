@@ -1,19 +1,31 @@
 """The torch backend: CPU and CUDA tensors, autograd through every algorithm.
 
 Half-precision inputs (bfloat16, float16) are computed in float32 and the
-result is cast back; float64 stays float64.
+result is cast back; float64 stays float64. torch is imported on first use,
+so ``import semisep`` stays quick for numpy users who have torch installed.
 """
 
 from __future__ import annotations
 
+import importlib.util
+
 import numpy as np
 
+from .._checks import is_torch
 from .base import Backend
 
-try:
-    import torch
-except ImportError:  # pragma: no cover - exercised only without torch
-    torch = None
+
+class _Torch:
+    """The ``torch`` module, imported when first touched."""
+
+    def __getattr__(self, name):
+        import torch as module
+
+        globals()["torch"] = module
+        return getattr(module, name)
+
+
+torch = _Torch()
 
 
 class TorchBackend(Backend):
@@ -22,10 +34,12 @@ class TorchBackend(Backend):
     name = "torch"
 
     def available(self):
-        return None if torch is not None else "torch is not installed (pip install 'semisep[torch]')"
+        if importlib.util.find_spec("torch") is None:
+            return "torch is not installed (pip install 'semisep[torch]')"
+        return None
 
     def owns(self, array):
-        return torch is not None and isinstance(array, torch.Tensor)
+        return is_torch(array)
 
     def supports(self, case):
         return None
