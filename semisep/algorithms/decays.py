@@ -109,11 +109,6 @@ class Decays:
             return be.exp(_running_sums(be, self.data)).swapaxes(-1, -2)
         return _running(be, self.data, 1.0, be.cumprod).swapaxes(-1, -2)
 
-    def total(self, be: Backend) -> "Decays":
-        """The product over the last axis, in the same form (the axis is dropped)."""
-        reduce = be.sum if self.log else be.prod
-        return Decays(reduce(self.data, axis=-1), self.log)
-
     def map(self, fn) -> "Decays":
         """The same form with ``fn`` applied to the data (reshapes, pads, slices)."""
         return Decays(fn(self.data), self.log)

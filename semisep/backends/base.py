@@ -97,9 +97,6 @@ class Backend:
     def cast(self, x: Array, dtype) -> Array:
         raise NotImplementedError
 
-    def is_floating(self, x: Array) -> bool:
-        raise NotImplementedError
-
     def is_complex(self, x: Array) -> bool:
         raise NotImplementedError
 
@@ -118,9 +115,6 @@ class Backend:
         raise NotImplementedError
 
     def exp(self, x: Array) -> Array:
-        raise NotImplementedError
-
-    def log(self, x: Array) -> Array:
         raise NotImplementedError
 
     def abs(self, x: Array) -> Array:
@@ -145,9 +139,6 @@ class Backend:
     def sum(self, x: Array, axis: int) -> Array:
         raise NotImplementedError
 
-    def prod(self, x: Array, axis: int) -> Array:
-        raise NotImplementedError
-
     def einsum(self, spec: str, *operands: Array) -> Array:
         raise NotImplementedError
 
@@ -167,9 +158,6 @@ class Backend:
         raise NotImplementedError
 
     def stack(self, arrays, axis: int) -> Array:
-        raise NotImplementedError
-
-    def isnan(self, x: Array) -> Array:
         raise NotImplementedError
 
     def any(self, x: Array) -> bool:

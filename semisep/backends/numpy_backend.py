@@ -38,9 +38,6 @@ class NumpyBackend(Backend):
     def cast(self, x, dtype):
         return np.asarray(x).astype(dtype, copy=False)
 
-    def is_floating(self, x):
-        return np.issubdtype(np.asarray(x).dtype, np.floating)
-
     def is_complex(self, x):
         return np.iscomplexobj(x)
 
@@ -59,15 +56,10 @@ class NumpyBackend(Backend):
     exp = staticmethod(np.exp)
     abs = staticmethod(np.abs)
     where = staticmethod(np.where)
-    isnan = staticmethod(np.isnan)
     broadcast_to = staticmethod(np.broadcast_to)
     broadcast_shapes = staticmethod(np.broadcast_shapes)
     moveaxis = staticmethod(np.moveaxis)
     flip = staticmethod(np.flip)
-
-    def log(self, x):
-        with np.errstate(divide="ignore"):
-            return np.log(x)
 
     def softplus(self, x):
         return np.logaddexp(0.0, x)
@@ -83,9 +75,6 @@ class NumpyBackend(Backend):
 
     def sum(self, x, axis):
         return np.sum(x, axis=axis)
-
-    def prod(self, x, axis):
-        return np.prod(x, axis=axis)
 
     def einsum(self, spec, *operands):
         return np.einsum(spec, *operands, optimize=True)

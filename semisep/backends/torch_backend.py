@@ -66,9 +66,6 @@ class TorchBackend(Backend):
     def cast(self, x, dtype):
         return x.to(dtype)
 
-    def is_floating(self, x):
-        return x.is_floating_point()
-
     def is_complex(self, x):
         return x.is_complex()
 
@@ -89,9 +86,6 @@ class TorchBackend(Backend):
     def exp(self, x):
         return torch.exp(x)
 
-    def log(self, x):
-        return torch.log(x)
-
     def abs(self, x):
         return torch.abs(x)
 
@@ -104,9 +98,6 @@ class TorchBackend(Backend):
     def sigmoid(self, x):
         return torch.sigmoid(x)
 
-    def isnan(self, x):
-        return torch.isnan(x)
-
     def cumsum(self, x, axis):
         return torch.cumsum(x, dim=axis)
 
@@ -115,9 +106,6 @@ class TorchBackend(Backend):
 
     def sum(self, x, axis):
         return torch.sum(x, dim=axis)
-
-    def prod(self, x, axis):
-        return torch.prod(x, dim=axis)
 
     def einsum(self, spec, *operands):
         return torch.einsum(spec, *operands)
