@@ -108,6 +108,17 @@ def require_all_or_none(descs: list, key: str, what: str):
 DTYPES = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
 
 
+def require_state_passing(descs: list):
+    """The checks every split product makes: gradients wanted on all ranks or none (the
+    backward exchanges them), and an initial state on rank 0 only."""
+    require_all_or_none(descs, "grad", "the inputs require grad (so a backward pass, which "
+                                       "exchanges gradients between ranks, will follow)")
+    late = [r for r, d in enumerate(descs) if d["initial_state"] and r > 0]
+    if late:
+        raise ValueError(f"initial_state is the state before the whole sequence and is read on "
+                         f"rank 0 only; pass None on the other ranks, got one on rank(s) {late}")
+
+
 def dtype_code(dtype) -> int:
     """A small integer for ``dtype`` (for :func:`agree`); -1 for an unlisted dtype."""
     return DTYPES.index(dtype) if dtype in DTYPES else -1

@@ -30,7 +30,7 @@ from ..backends import get_backend
 from ..ssd import check_ssd_args, scaled_inputs
 from ..ssd import ssd as local_ssd
 from .group import (agree, all_gather, collective_device, dtype_code, require_all_or_none,
-                    require_equal, resolve_group, show_dtype)
+                    require_equal, require_state_passing, resolve_group, show_dtype)
 from .local import ssd_end_state
 from .passing import incoming_states
 
@@ -146,9 +146,4 @@ def _check_agreement(descs: list):
     require_equal(descs, ("dtype",), "x, B and C", "compute dtype", show_dtype)
     require_all_or_none(descs, "log_a", "log_a was given (dt and A elsewhere)")
     require_all_or_none(descs, "seq_idx", "seq_idx was given")
-    require_all_or_none(descs, "grad", "the inputs require grad (so a backward pass, which "
-                                       "exchanges gradients between ranks, will follow)")
-    late = [r for r, d in enumerate(descs) if d["initial_state"] and r > 0]
-    if late:
-        raise ValueError(f"initial_state is the state before the whole sequence and is read on "
-                         f"rank 0 only; pass None on the other ranks, got one on rank(s) {late}")
+    require_state_passing(descs)

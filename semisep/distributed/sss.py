@@ -17,7 +17,7 @@ import torch
 from .._checks import broadcast_batch, check_trailing, shape_str
 from ..backends import get_backend
 from ..sss import SSS
-from .group import (agree, collective_device, dtype_code, require_all_or_none, require_equal,
+from .group import (agree, collective_device, dtype_code, require_equal, require_state_passing,
                     resolve_group, show_dtype)
 from .local import sss_end_state
 from .passing import incoming_states
@@ -97,12 +97,7 @@ def matmul(M, x, *, group=None, initial_state=None, return_final_state: bool = F
     require_equal(descs, ("structure", "log"), "M", "structure and form of A",
                   lambda v: f"{('scalar', 'diagonal')[v[0]]} A as {('values', 'log-decays')[v[1]]}")
     require_equal(descs, ("dtype",), "M and x", "compute dtype", show_dtype)
-    require_all_or_none(descs, "grad", "the inputs require grad (so a backward pass, which "
-                                       "exchanges gradients between ranks, will follow)")
-    late = [r for r, d in enumerate(descs) if d["initial_state"] and r > 0]
-    if late:
-        raise ValueError(f"initial_state is the state before the whole sequence and is read on "
-                         f"rank 0 only; pass None on the other ranks, got one on rank(s) {late}")
+    require_state_passing(descs)
 
     h_in = incoming_states(S, decay, init, group, rank, world)
     return M.matmul(x, initial_state=h_in[..., 0] if vector else h_in,
