@@ -17,7 +17,7 @@ from .backends import Case, select_backend
 def ssd(x, log_a=None, B=None, C=None, *, chunk_size: int | None = None, initial_state=None,
         return_final_state: bool = False, dt=None, A=None, D=None, z=None, dt_bias=None,
         dt_softplus: bool = False, seq_idx=None, algorithm: str = "auto",
-        backend: str | None = None):
+        fp32_states: bool = False, backend: str | None = None):
     """Structured state space duality: ``y = SSS.from_log(log_a, B, C) @ x`` per head.
 
     Parameters
@@ -43,6 +43,11 @@ def ssd(x, log_a=None, B=None, C=None, *, chunk_size: int | None = None, initial
         Packed sequences: the state is reset where ``seq_idx`` changes, giving
         exactly the per-sequence results (an initial state feeds the first one).
     algorithm : {"auto", "recurrent", "quadratic", "chunked"}
+    fp32_states : bool
+        Keep the states that the Triton kernels store between chunks in float32
+        rather than in x's dtype (more memory traffic, less rounding for
+        bf16/fp16 inputs). The torch and numpy backends always keep states in
+        the compute dtype (float32 or float64), so for them this changes nothing.
     backend : str, optional
 
     Returns
@@ -66,7 +71,8 @@ def ssd(x, log_a=None, B=None, C=None, *, chunk_size: int | None = None, initial
     arrays = {k: be.asarray(v, like=like) for k, v in named.items()}
     return be.ssd(arrays.pop("x"), arrays.pop("log_a", None), arrays.pop("B"), arrays.pop("C"),
                   chunk_size=chunk_size, return_final_state=return_final_state,
-                  dt_softplus=dt_softplus, algorithm=algorithm, **arrays)
+                  dt_softplus=dt_softplus, algorithm=algorithm, fp32_states=fp32_states,
+                  **arrays)
 
 
 def check_ssd_args(x, log_a=None, B=None, C=None, *, initial_state=None, dt=None, A=None,
@@ -150,10 +156,11 @@ def scaled_inputs(be, x, log_a, dtype, *, dt=None, A=None, dt_bias=None, dt_soft
 
 def ssd_via_sss(be, x, log_a, B, C, *, chunk_size, algorithm, return_final_state=False,
                 initial_state=None, dt=None, A=None, D=None, z=None, dt_bias=None,
-                dt_softplus=False, seq_idx=None):
+                dt_softplus=False, seq_idx=None, fp32_states=False):
     """The generic SSD: Mamba-2's preprocessing, then the SSS algorithms per head.
 
-    Arguments are validated arrays of backend ``be`` (see :func:`ssd`).
+    Arguments are validated arrays of backend ``be`` (see :func:`ssd`); the states
+    are in the compute dtype whatever ``fp32_states`` says.
     """
     b, T, h, p = x.shape
     g, n = B.shape[2], B.shape[3]

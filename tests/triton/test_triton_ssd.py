@@ -101,12 +101,18 @@ def test_backward_log_a_with_resets():
         assert rel(a, w) < 2e-5, nm
 
 
-def test_half_forward_backward():
+@pytest.mark.parametrize("fp32_states,version", [(False, "1"), (True, "1"), (True, "2")])
+def test_half_forward_backward(monkeypatch, fp32_states, version):
     # fp16: the interpreter's bfloat16 arithmetic is not faithful (bf16 is checked on the GPU
-    # by benchmarks/gpu_ssd.py); the half-precision code path is the same
+    # by benchmarks/gpu_ssd.py); the half-precision code path is the same. fp32_states runs the
+    # fp32 stored-state path of the v2 forward and both backward sweeps (its accuracy gain on
+    # bf16 is measured by benchmarks/gpu_ssd.py on the GPU, not here)
+    monkeypatch.setenv("SEMISEP_TRITON_FWD_VERSION", version)
+    monkeypatch.setenv("SEMISEP_TRITON_BWD_VERSION", version)
     d = make(T=33, dtype=torch.float16, resets=False)
     x, B, C = [t.clone().requires_grad_(True) for t in (d["x"], d["B"], d["C"])]
-    y = ssd(x, None, B, C, dt=d["dt"].abs(), A=d["A"], D=d["D"], chunk_size=16)
+    y = ssd(x, None, B, C, dt=d["dt"].abs(), A=d["A"], D=d["D"], chunk_size=16,
+            fp32_states=fp32_states)
     assert y.dtype == torch.float16
     yr, _ = naive.ssd_reference(x, None, B, C, dt=d["dt"].abs(), A=d["A"], D=d["D"])
     assert rel(y, yr) < 1e-2
@@ -159,7 +165,7 @@ def test_opcheck_custom_op():
     from semisep.backends.triton import ops
     d = make(b=1, T=20, h=2, p=16, g=1, n=16, resets=False)
     args = (d["x"].requires_grad_(True), d["la"], None, d["B"], d["C"], None, None, None, None,
-            None, False, False, 16)
+            None, False, False, 16, False)
     torch.library.opcheck(ops._op_fwd, args,
                           test_utils=("test_schema", "test_autograd_registration",
                                       "test_faketensor"))

@@ -68,13 +68,14 @@ class TritonBackend(TorchBackend):
     # -- entry points -----------------------------------------------------------
     def ssd(self, x, log_a, B, C, *, chunk_size=None, return_final_state=False,
             algorithm="chunked", initial_state=None, dt=None, A=None, D=None, z=None,
-            dt_bias=None, dt_softplus=False, seq_idx=None):
+            dt_bias=None, dt_softplus=False, seq_idx=None, fp32_states=False):
         from . import ops
 
         Q = _kernel_chunk(chunk_size)
         return ops.ssd(x, log_a, B, C, dt=dt, A=A, D=D, z=z, dt_bias=dt_bias,
                        dt_softplus=dt_softplus, initial_state=initial_state, seq_idx=seq_idx,
-                       chunk_size=Q, return_final_state=return_final_state)
+                       chunk_size=Q, return_final_state=return_final_state,
+                       fp32_states=fp32_states)
 
     def sss_matmul(self, problem):
         """``SSS.from_log(log_a, B, C) @ x`` through the SSD kernels (one head per batch entry)."""

@@ -155,7 +155,8 @@ def _head_split(nc, b, g, hpg, target=1024):
     return hs
 
 
-def _fwd_v2(x, dtla, A, B, C, D, z, dt_bias, h0, seq_idx, has_dt, dt_softplus, chunk_size):
+def _fwd_v2(x, dtla, A, B, C, D, z, dt_bias, h0, seq_idx, has_dt, dt_softplus, chunk_size,
+            fp32_states):
     """States sweep (light, sequential), then the outputs of all chunks in parallel."""
     b, T, h, p = x.shape
     g, n = B.shape[2], B.shape[3]
@@ -171,8 +172,7 @@ def _fwd_v2(x, dtla, A, B, C, D, z, dt_bias, h0, seq_idx, has_dt, dt_softplus, c
     Q, BP, BN = cfg["Q"], cfg["BP"], cfg["BN"]
     nc = triton.cdiv(T, Q)
     npb = triton.cdiv(p, BP)
-    st_dtype = torch.float32 if (x.dtype == torch.float32 or
-                                 os.environ.get("SEMISEP_TRITON_STATES_FP32") == "1") else x.dtype
+    st_dtype = torch.float32 if (x.dtype == torch.float32 or fp32_states) else x.dtype
     states = torch.empty(b, h, nc, p, n, device=x.device, dtype=st_dtype)
     hT = torch.empty(b, h, p, n, device=x.device, dtype=torch.float32)
     y = torch.empty_like(x)
@@ -194,10 +194,11 @@ def _fwd_v2(x, dtla, A, B, C, D, z, dt_bias, h0, seq_idx, has_dt, dt_softplus, c
     return y, hT
 
 
-def _fwd(x, dtla, A, B, C, D, z, dt_bias, h0, seq_idx, has_dt, dt_softplus, chunk_size):
+def _fwd(x, dtla, A, B, C, D, z, dt_bias, h0, seq_idx, has_dt, dt_softplus, chunk_size,
+         fp32_states):
     if x.shape[1] > 0 and os.environ.get("SEMISEP_TRITON_FWD_VERSION", "1") == "2":
         return _fwd_v2(x, dtla, A, B, C, D, z, dt_bias, h0, seq_idx, has_dt, dt_softplus,
-                       chunk_size)
+                       chunk_size, fp32_states)
     b, T, h, p = x.shape
     g, n = B.shape[2], B.shape[3]
     # B, C share x's dtype inside the dots
@@ -279,7 +280,7 @@ def _effective_la(dtla, A, dt_bias, seq_idx, has_dt, dt_softplus):
 
 
 def _bwd_v1(dy, dhT, x, dtla, A, B, C, D, z, dt_bias, h0, seq_idx, has_dt, dt_softplus,
-            chunk_size, need_dh0):
+            chunk_size, need_dh0, fp32_states):
     """Two sweeps carrying the state and its adjoint (the default; SEMISEP_TRITON_BWD_VERSION=1)."""
     b, T, h, p = x.shape
     g, n = B.shape[2], B.shape[3]
@@ -301,8 +302,7 @@ def _bwd_v1(dy, dhT, x, dtla, A, B, C, D, z, dt_bias, h0, seq_idx, has_dt, dt_so
     dla_part = torch.empty(npb, b * h, T, **f32)
     qd = torch.empty(npb, b * h, T, **f32)
     nc = triton.cdiv(T, cfg["Q"])
-    st_dtype = torch.float32 if (x.dtype == torch.float32 or
-                                 os.environ.get("SEMISEP_TRITON_STATES_FP32") == "1") else x.dtype
+    st_dtype = torch.float32 if (x.dtype == torch.float32 or fp32_states) else x.dtype
     states = torch.empty(b, h, nc, p, n, device=x.device, dtype=st_dtype)
     dz = torch.empty_like(z) if z is not None else None
     dD_part = torch.empty(b, h, p, **f32) if D is not None else None
@@ -352,7 +352,7 @@ def _bwd_v1(dy, dhT, x, dtla, A, B, C, D, z, dt_bias, h0, seq_idx, has_dt, dt_so
 
 
 def _bwd_v2(dy, dhT, x, dtla, A, B, C, D, z, dt_bias, h0, seq_idx, has_dt, dt_softplus,
-            chunk_size, need_dh0):
+            chunk_size, need_dh0, fp32_states):
     """States sweep, adjoint-states sweep, then all gradients per chunk in parallel."""
     b, T, h, p = x.shape
     g, n = B.shape[2], B.shape[3]
@@ -371,8 +371,7 @@ def _bwd_v2(dy, dhT, x, dtla, A, B, C, D, z, dt_bias, h0, seq_idx, has_dt, dt_so
     npb = triton.cdiv(p, BP)
     nc = triton.cdiv(T, Q)
     f32 = dict(device=x.device, dtype=torch.float32)
-    st_dtype = torch.float32 if (x.dtype == torch.float32 or
-                                 os.environ.get("SEMISEP_TRITON_STATES_FP32") == "1") else x.dtype
+    st_dtype = torch.float32 if (x.dtype == torch.float32 or fp32_states) else x.dtype
     states = torch.empty(b, h, nc, p, n, device=x.device, dtype=st_dtype)
     dstates = torch.empty(b, h, nc, p, n, device=x.device, dtype=st_dtype)
     hpg = h // g
@@ -416,12 +415,12 @@ def _bwd_v2(dy, dhT, x, dtla, A, B, C, D, z, dt_bias, h0, seq_idx, has_dt, dt_so
 
 
 def _bwd(dy, dhT, x, dtla, A, B, C, D, z, dt_bias, h0, seq_idx, has_dt, dt_softplus,
-         chunk_size, need_dh0):
+         chunk_size, need_dh0, fp32_states):
     b, T, h, p = x.shape
     fn = _bwd_v2 if os.environ.get("SEMISEP_TRITON_BWD_VERSION", "1") == "2" else _bwd_v1
     dx, dz, dla, qsum, dB32, dC32, dD_part, dh0 = fn(
         dy, dhT, x, dtla, A, B, C, D, z, dt_bias, h0, seq_idx, has_dt, dt_softplus,
-        chunk_size, need_dh0)
+        chunk_size, need_dh0, fp32_states)
     dte, raw, la = _effective_la(dtla, A, dt_bias, seq_idx, has_dt, dt_softplus)
     dla = dla.transpose(1, 2).contiguous()                         # b T h
     dla = dla.masked_fill(la < -K.CLAMP, 0.0)
@@ -457,12 +456,14 @@ def _op_fwd(x: torch.Tensor, dtla: torch.Tensor, A: Optional[torch.Tensor], B: t
             C: torch.Tensor, D: Optional[torch.Tensor], z: Optional[torch.Tensor],
             dt_bias: Optional[torch.Tensor], h0: Optional[torch.Tensor],
             seq_idx: Optional[torch.Tensor], has_dt: bool, dt_softplus: bool,
-            chunk_size: int) -> tuple[torch.Tensor, torch.Tensor]:
-    return _fwd(x, dtla, A, B, C, D, z, dt_bias, h0, seq_idx, has_dt, dt_softplus, chunk_size)
+            chunk_size: int, fp32_states: bool) -> tuple[torch.Tensor, torch.Tensor]:
+    return _fwd(x, dtla, A, B, C, D, z, dt_bias, h0, seq_idx, has_dt, dt_softplus, chunk_size,
+                fp32_states)
 
 
 @_op_fwd.register_fake
-def _(x, dtla, A, B, C, D, z, dt_bias, h0, seq_idx, has_dt, dt_softplus, chunk_size):
+def _(x, dtla, A, B, C, D, z, dt_bias, h0, seq_idx, has_dt, dt_softplus, chunk_size,
+      fp32_states):
     b, T, h, p = x.shape
     n = B.shape[-1]
     return torch.empty_like(x), x.new_empty(b, h, p, n, dtype=torch.float32)
@@ -478,14 +479,15 @@ def _op_bwd(dy: torch.Tensor, dhT: Optional[torch.Tensor], x: torch.Tensor, dtla
             D: Optional[torch.Tensor], z: Optional[torch.Tensor],
             dt_bias: Optional[torch.Tensor], h0: Optional[torch.Tensor],
             seq_idx: Optional[torch.Tensor], has_dt: bool, dt_softplus: bool,
-            chunk_size: int) -> list[torch.Tensor]:
+            chunk_size: int, fp32_states: bool) -> list[torch.Tensor]:
     outs = _bwd(dy, dhT, x, dtla, A, B, C, D, z, dt_bias, h0, seq_idx, has_dt, dt_softplus,
-                chunk_size, need_dh0=h0 is not None)
+                chunk_size, h0 is not None, fp32_states)
     return [_empty_like_or_none(t, x) for t in outs]
 
 
 @_op_bwd.register_fake
-def _(dy, dhT, x, dtla, A, B, C, D, z, dt_bias, h0, seq_idx, has_dt, dt_softplus, chunk_size):
+def _(dy, dhT, x, dtla, A, B, C, D, z, dt_bias, h0, seq_idx, has_dt, dt_softplus, chunk_size,
+      fp32_states):
     e = x.new_empty(0)
     return [torch.empty_like(x), torch.empty_like(dtla),
             torch.empty_like(A) if has_dt else e, torch.empty_like(B), torch.empty_like(C),
@@ -496,23 +498,24 @@ def _(dy, dhT, x, dtla, A, B, C, D, z, dt_bias, h0, seq_idx, has_dt, dt_softplus
 
 
 def _setup(ctx, inputs, output):
-    (x, dtla, A, B, C, D, z, dt_bias, h0, seq_idx, has_dt, dt_softplus, chunk_size) = inputs
+    (x, dtla, A, B, C, D, z, dt_bias, h0, seq_idx, has_dt, dt_softplus, chunk_size,
+     fp32_states) = inputs
     ctx.save_for_backward(x, dtla, A, B, C, D, z, dt_bias, h0, seq_idx)
-    ctx.flags = (has_dt, dt_softplus, chunk_size)
+    ctx.flags = (has_dt, dt_softplus, chunk_size, fp32_states)
 
 
 def _backward(ctx, dy, dhT):
     x, dtla, A, B, C, D, z, dt_bias, h0, seq_idx = ctx.saved_tensors
-    has_dt, dt_softplus, chunk_size = ctx.flags
+    has_dt, dt_softplus, chunk_size, fp32_states = ctx.flags
     if dy is None:
         dy = torch.zeros_like(x)
     outs = _op_bwd(dy, dhT, x, dtla, A, B, C, D, z, dt_bias, h0, seq_idx, has_dt,
-                   dt_softplus, chunk_size)
+                   dt_softplus, chunk_size, fp32_states)
     dx, ddtla, dA, dB, dC, dD, dz, ddtb, dh0 = outs
     nz = lambda g, ref: g if ref is not None else None  # noqa: E731
     return (dx, ddtla, dA if has_dt else None, dB, dC, nz(dD, D), nz(dz, z),
             ddtb if (has_dt and dt_bias is not None) else None, nz(dh0, h0), None, None, None,
-            None)
+            None, None)
 
 
 torch.library.register_autograd("semisep::ssd_chunked_fwd", _backward, setup_context=_setup)
@@ -524,12 +527,14 @@ torch.library.register_autograd("semisep::ssd_chunked_fwd", _backward, setup_con
 
 def ssd(x, log_a=None, B=None, C=None, *, dt=None, A=None, D=None, z=None, dt_bias=None,
         dt_softplus=False, initial_state=None, seq_idx=None, chunk_size=None,
-        return_final_state=False, final_state_dtype=None):
+        return_final_state=False, final_state_dtype=None, fp32_states=False):
     """Chunked SSD on the Triton kernels (the ``ssd`` layout; see DESIGN.md and issue 5).
 
     Either ``log_a`` ``(b, T, h)`` or ``dt`` ``(b, T, h)`` with ``A`` ``(h,)`` (then the
     kernels use ``log_a = dt * A`` and the input ``dt * x``). Returns ``y`` (x's dtype),
     or ``(y, final_state)`` with ``return_final_state`` (fp32 unless ``final_state_dtype``).
+    ``fp32_states`` stores the inter-chunk states the kernels pass to each other in fp32
+    rather than in x's dtype (fp32 inputs always do); accumulation is fp32 either way.
     """
     if B is None or C is None:
         raise TypeError("ssd() needs B and C")
@@ -549,7 +554,8 @@ def ssd(x, log_a=None, B=None, C=None, *, dt=None, A=None, D=None, z=None, dt_bi
         seq_idx = seq_idx.to(torch.int32)
     y, hT = _op_fwd(x.contiguous(), dtla.contiguous(), _c(A), B.contiguous(), C.contiguous(),
                     _c(D), _c(z), _c(dt_bias), _c(initial_state), _c(seq_idx), has_dt,
-                    bool(dt_softplus), -1 if chunk_size is None else int(chunk_size))
+                    bool(dt_softplus), -1 if chunk_size is None else int(chunk_size),
+                    bool(fp32_states))
     if not return_final_state:
         return y
     if final_state_dtype is not None:
