@@ -240,8 +240,8 @@ class SSS(StructuredMatrix):
         """The transpose: upper-triangular (anti-causal), as the reversal of a causal SSS.
 
         ``M^T = J M' J`` with ``M' = SSS(A', flip(C), flip(B))`` and
-        ``A'_t = A_{T-t}^T`` for ``t >= 1`` (``A'_0``, unused by the matrix, is a placeholder of ones), so its product runs
-        the scan backwards at the cost of a forward one.
+        ``A'_t = A_{T-t}^T`` for ``t >= 1`` (``A'_0``, unused by the matrix, is the
+        identity), so its product runs the scan backwards at the cost of a forward one.
         """
         be = backend_of(self._A, self._B, self._C)
         axis = {"scalar": -1, "diagonal": -2, "full": -3}[self.structure]
@@ -252,6 +252,10 @@ class SSS(StructuredMatrix):
         lead_shape = list(A.shape)
         lead_shape[axis] = 1
         lead = be.full(tuple(lead_shape), 0.0 if self._log else 1.0, like=A)
+        if self.structure == "full":           # the identity, not a matrix of ones
+            N = A.shape[-1]
+            eye = be.tri(N, N, 0, like=A) & ~be.tri(N, N, -1, like=A)
+            lead = be.where(eye, lead, be.full((), 0.0, like=A))
         A_new = be.concat([lead, rest], axis=axis)
         B_new, C_new = be.flip(self._C, -2), be.flip(self._B, -2)
         make = SSS.from_log if self._log else SSS
