@@ -8,7 +8,7 @@ import torch
 from hypothesis import given, settings, strategies as st
 
 from semisep.nn import GatedRMSNorm, Mamba2, Mamba2Cache, seq_idx_from_cu_seqlens
-from semisep.testing import assert_close, to_numpy64
+from semisep.testing import assert_close, assert_module_gradcheck, to_numpy64
 
 
 def mamba2_reference(layer, u, starts=None):
@@ -138,14 +138,7 @@ def test_gradcheck_float64():
     torch.manual_seed(2)
     layer = Mamba2(4, d_state=3, headdim=2, ngroups=2, d_conv=3, chunk_size=2, bias=True,
                    dtype=torch.float64)
-    names = [k for k, _ in layer.named_parameters()]
-    params = tuple(p.detach().clone().requires_grad_() for p in layer.parameters())
-    u = torch.randn(1, 5, 4, dtype=torch.float64, requires_grad=True)
-
-    def f(u, *ps):
-        return torch.func.functional_call(layer, dict(zip(names, ps)), (u,))
-
-    assert torch.autograd.gradcheck(f, (u, *params), eps=1e-6, atol=1e-6, rtol=1e-5)
+    assert_module_gradcheck(layer, torch.randn(1, 5, 4, dtype=torch.float64, requires_grad=True))
 
 
 @settings(max_examples=15, deadline=None)

@@ -8,7 +8,8 @@ from hypothesis import given, settings, strategies as st
 
 import semisep as ss
 from semisep.nn import AttentionCache, MaskedAttention, SelectiveMask
-from semisep.testing import assert_close, dense_reference, sss_matrices, to_numpy64
+from semisep.testing import (assert_close, assert_module_gradcheck, dense_reference, sss_matrices,
+                             to_numpy64)
 
 RECURRENT = ["causal", "decay", "selective"]
 
@@ -203,14 +204,7 @@ def test_gradcheck_float64(mask):
     torch.manual_seed(4)
     layer = MaskedAttention(4, 2, mask=mask, max_len=5, normalize=True, feature_map=elu1,
                             d_conv=2, dtype=torch.float64)
-    names = [k for k, _ in layer.named_parameters()]
-    params = tuple(p.detach().clone().requires_grad_() for p in layer.parameters())
-    x = torch.randn(1, 5, 4, dtype=torch.float64, requires_grad=True)
-
-    def f(x, *ps):
-        return torch.func.functional_call(layer, dict(zip(names, ps)), (x,))
-
-    assert torch.autograd.gradcheck(f, (x, *params), eps=1e-6, atol=1e-6, rtol=1e-5)
+    assert_module_gradcheck(layer, torch.randn(1, 5, 4, dtype=torch.float64, requires_grad=True))
 
 
 def test_decay_defaults_and_learnable():

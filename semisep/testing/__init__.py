@@ -6,10 +6,12 @@
   :func:`shapes`, :func:`inputs`.
 """
 
-from .assertions import TOLERANCES, assert_close, assert_matches_dense, default_rtol, relative_error
+from .assertions import (TOLERANCES, assert_close, assert_matches_dense, assert_module_gradcheck,
+                         default_rtol, relative_error)
 from .reference import dense_reference, recurrence_reference, to_numpy64
 
-__all__ = ["TOLERANCES", "assert_close", "assert_matches_dense", "default_rtol",
+__all__ = ["TOLERANCES", "assert_close", "assert_matches_dense", "assert_module_gradcheck",
+           "default_rtol",
            "dense_reference", "recurrence_reference", "relative_error", "to_numpy64"]
 
 try:

@@ -92,3 +92,23 @@ def assert_matches_dense(M, dense=None, *, x=None, rtol: float | None = None,
     assert_close(left @ M, to_numpy64(left) @ expected, rtol=rtol, what="x @ M")
     if check_transpose:
         assert_close(M.T.to_dense(), expected.swapaxes(-1, -2), rtol=rtol, what="M.T.to_dense()")
+
+
+def assert_module_gradcheck(module, *inputs, eps: float = 1e-6, atol: float = 1e-6,
+                            rtol: float = 1e-5):
+    """``torch.autograd.gradcheck`` of ``module(*inputs)`` in its inputs and every parameter.
+
+    Use a float64 module and float64 inputs that require grad; the parameters are
+    checked through ``torch.func.functional_call`` on detached copies, so the
+    module itself is left untouched.
+    """
+    import torch
+
+    names = [k for k, _ in module.named_parameters()]
+    params = tuple(p.detach().clone().requires_grad_() for p in module.parameters())
+
+    def f(*args):
+        ins, ps = args[:len(inputs)], args[len(inputs):]
+        return torch.func.functional_call(module, dict(zip(names, ps)), ins)
+
+    assert torch.autograd.gradcheck(f, (*inputs, *params), eps=eps, atol=atol, rtol=rtol)

@@ -41,12 +41,16 @@ def pick_config(p: int, n: int, chunk_size: Optional[int], dtype, kind: str = "f
         Q = chunk_size
     else:
         Q = 64 if BN <= 64 else 32
-    cfg = dict(Q=Q, BP=BP, BN=BN, num_warps=4, num_stages=2)
-    over = os.environ.get(f"SEMISEP_TRITON_{kind.upper()}")
-    if over:
-        for item in over.split(","):
-            k, v = item.split("=")
-            cfg[k.strip()] = int(v)
+    return _overridden(dict(Q=Q, BP=BP, BN=BN, num_warps=4, num_stages=2),
+                       f"SEMISEP_TRITON_{kind.upper()}")
+
+
+def _overridden(cfg: dict, variable: str) -> dict:
+    """``cfg`` with the ``key=int`` items of the environment variable ``variable`` (experiments)."""
+    cfg = dict(cfg)
+    for item in filter(None, os.environ.get(variable, "").split(",")):
+        k, v = item.split("=")
+        cfg[k.strip()] = int(v)
     return cfg
 
 
@@ -163,12 +167,7 @@ def _fwd_v2(x, dtla, A, B, C, D, z, dt_bias, h0, seq_idx, has_dt, dt_softplus, c
     B = B.to(x.dtype)
     C = C.to(x.dtype)
     cfg = pick_config(p, n, None if chunk_size < 0 else chunk_size, x.dtype, "fwd")
-    cfg2 = dict(cfg)
-    over = os.environ.get("SEMISEP_TRITON_FWD2")
-    if over:
-        for item in over.split(","):
-            k, v = item.split("=")
-            cfg2[k.strip()] = int(v)
+    cfg2 = _overridden(cfg, "SEMISEP_TRITON_FWD2")
     Q, BP, BN = cfg["Q"], cfg["BP"], cfg["BN"]
     nc = triton.cdiv(T, Q)
     npb = triton.cdiv(p, BP)
@@ -360,13 +359,7 @@ def _bwd_v2(dy, dhT, x, dtla, A, B, C, D, z, dt_bias, h0, seq_idx, has_dt, dt_so
     Cx = C.to(x.dtype)
     dy = dy.contiguous()
     cfg = pick_config(p, n, None if chunk_size < 0 else chunk_size, x.dtype, "bwd")
-    cfg3 = dict(cfg)
-    cfg3["num_warps"] = 8
-    over = os.environ.get("SEMISEP_TRITON_BWD3")
-    if over:
-        for item in over.split(","):
-            k, v = item.split("=")
-            cfg3[k.strip()] = int(v)
+    cfg3 = _overridden(dict(cfg, num_warps=8), "SEMISEP_TRITON_BWD3")
     Q, BP, BN = cfg["Q"], cfg["BP"], cfg["BN"]
     npb = triton.cdiv(p, BP)
     nc = triton.cdiv(T, Q)
