@@ -10,7 +10,9 @@ In index form ``Y[t, p] = sum_s L[t, s] (sum_n Q[t, n] K[s, n]) V[s, p]``, the
   O((S + T) P N) work plus the mask's product on ``P N`` columns. The columns
   of V are taken in groups so that ``Z`` and ``H`` hold about
   :data:`LINEAR_BLOCK` entries at a time: extra memory O(max(T, S) N g) for
-  groups of ``g`` columns, not O((S + T) P N).
+  groups of ``g`` columns, not O((S + T) P N). Semiseparable masks run in
+  segments of :data:`LINEAR_SEGMENT` steps carrying their state, extra memory
+  O(LINEAR_SEGMENT N g).
 
 ``algorithm="auto"`` compares the two estimates (:func:`resolve_sma_algorithm`).
 """
@@ -23,7 +25,7 @@ import math
 from ._checks import as_array, broadcast_batch, check_min_ndim, is_torch, shape_str
 from .algorithms import DEFAULT_CHUNK_SIZE
 from .backends import Case, select_backend, use_backend
-from .masks._base import ComplexMaskError, is_complex_dtype
+from .masks._base import ComplexMaskError, Mask, is_complex_dtype
 from .matrix import Dense, Reversed, StructuredMatrix
 from .oness import OneSS
 from .sss import SSS
@@ -32,6 +34,9 @@ ALGORITHMS = ("auto", "linear", "quadratic")
 
 #: Entries of ``Z = V (x) K`` the linear algorithm forms per pass (4 MiB in float32).
 LINEAR_BLOCK = 2**20
+
+#: Steps per segment when the linear algorithm runs a semiseparable mask segment by segment.
+LINEAR_SEGMENT = 1024
 
 
 def as_mask(L):
@@ -137,18 +142,49 @@ def value_group(batch: int, T: int, S: int, N: int, P: int) -> int:
     return max(1, min(P, LINEAR_BLOCK // max(1, batch * max(T, S) * N)))
 
 
-def _factored(L):
-    """A semiseparable mask with its chunk factors formed once, for the passes to share.
+def _semiseparable(L):
+    """``L`` as a mask whose products continue from a state, or None.
 
-    An :class:`SSS` (scalar or diagonal A) or :class:`OneSS` mask builds its
-    decay matrices on every product; over ``P / g`` passes that cost would grow
-    as ``T^2``. Its block decomposition (:meth:`SSS.blocks`) holds them instead.
+    A :class:`OneSS` as its :class:`SSS`; an :class:`SSS`; a mask that
+    :attr:`~semisep.masks.Mask.carries_state` (a square ``Causal`` with
+    offset 0, ``Decay``). Each has principal blocks of its own kind.
     """
     if isinstance(L, OneSS):
-        L = L.as_sss()
-    if isinstance(L, SSS) and L.structure != "full":
-        return L.blocks(DEFAULT_CHUNK_SIZE)
-    return L
+        return L.as_sss()
+    if isinstance(L, SSS) or (isinstance(L, Mask) and L.carries_state):
+        return L
+    return None
+
+
+def _segment(M, start: int, stop: int):
+    """The principal block ``M[start:stop, start:stop]`` of :func:`_semiseparable`'s ``M``.
+
+    An SSS block with scalar or diagonal A comes with its chunk factors formed
+    (:meth:`SSS.blocks`), once for all the value groups of the segment.
+    """
+    if not isinstance(M, SSS):
+        return M.leading(stop - start)
+    block = M[..., start:stop, start:stop]
+    return block if block.structure == "full" else block.blocks(DEFAULT_CHUNK_SIZE)
+
+
+def _pass(be, L, Q, K, part, *, carry: bool = False, initial_state=None):
+    """One pass of the linear algorithm over the columns ``part`` of V ``(..., S, g)``.
+
+    ``Z = part (x) K``, ``H = L @ Z``, ``Y = contract(Q, H)``; returns ``Y``
+    ``(..., T, g)`` and, with ``carry``, the final state of ``L``'s product
+    started from ``initial_state`` (None: zero), else None.
+    """
+    g, N = part.shape[-1], K.shape[-1]
+    Z = part[..., :, :, None] * K[..., :, None, :]                  # (..., S, g, N)
+    Z = Z.reshape(Z.shape[:-2] + (g * N,))
+    if carry:
+        H, state = L.matmul(Z, initial_state=initial_state, return_final_state=True)
+    else:
+        H, state = L.matmul(Z), None
+    H = _in_dtype(be, be.asarray(H, like=Q), Q.dtype)
+    H = H.reshape(H.shape[:-1] + (g, N))
+    return be.einsum("...tn,...tpn->...tp", be.cast(Q, H.dtype), H), state
 
 
 def linear(be, L, Q, K, V):
@@ -156,23 +192,37 @@ def linear(be, L, Q, K, V):
 
     The columns of V are independent, so they are taken in groups of
     :func:`value_group`: ``Z`` and ``H`` then stay near :data:`LINEAR_BLOCK`
-    entries, in cache, instead of ``T P N``.
+    entries, in cache, instead of ``T P N``. A semiseparable mask (``Causal``,
+    ``Decay``, ``OneSS``, ``SSS``) runs in segments of :data:`LINEAR_SEGMENT`
+    steps, each value group carrying its state (``N_L x g N``, ``N_L`` the
+    mask's state size) from one segment to the next: the groups are then as
+    wide at any T as at ``T = LINEAR_SEGMENT``, every segment does the same
+    work, and the time grows linearly in T. Other masks take every group over
+    the whole sequence (narrower groups as T grows).
     """
     T, (S, P), N = Q.shape[-2], V.shape[-2:], K.shape[-1]
-    batch = be.broadcast_shapes(tuple(L.shape[:-2]), tuple(Q.shape[:-2]), tuple(K.shape[:-2]),
-                                tuple(V.shape[:-2]))
-    g = value_group(math.prod(batch), T, S, N, P)
-    if g < P:
-        L = _factored(L)
-    outs = []
-    for start in range(0, P, g):
-        part = V[..., start:start + g]
-        Z = part[..., :, :, None] * K[..., :, None, :]             # (..., S, g, N)
-        H = L.matmul(Z.reshape(Z.shape[:-2] + (part.shape[-1] * N,)))
-        H = _in_dtype(be, be.asarray(H, like=Q), Q.dtype)
-        H = H.reshape(H.shape[:-1] + (part.shape[-1], N))
-        outs.append(be.einsum("...tn,...tpn->...tp", be.cast(Q, H.dtype), H))
-    return outs[0] if len(outs) == 1 else be.concat(outs, axis=-1)
+    batch = math.prod(be.broadcast_shapes(tuple(L.shape[:-2]), tuple(Q.shape[:-2]),
+                                          tuple(K.shape[:-2]), tuple(V.shape[:-2])))
+    M = _semiseparable(L)
+    if M is None:
+        g = value_group(batch, T, S, N, P)
+        outs = [_pass(be, L, Q, K, V[..., start:start + g])[0] for start in range(0, P, g)]
+        return outs[0] if len(outs) == 1 else be.concat(outs, axis=-1)
+    length = min(T, LINEAR_SEGMENT)
+    g = value_group(batch, length, length, N, P)
+    groups = range(0, P, g)
+    states = [None] * len(groups)
+    rows = []
+    for t0 in range(0, T, length):
+        t1 = min(t0 + length, T)
+        block = _segment(M, t0, t1)
+        cols = []
+        for i, p0 in enumerate(groups):
+            y, states[i] = _pass(be, block, Q[..., t0:t1, :], K[..., t0:t1, :],
+                                 V[..., t0:t1, p0:p0 + g], carry=True, initial_state=states[i])
+            cols.append(y)
+        rows.append(cols[0] if len(cols) == 1 else be.concat(cols, axis=-1))
+    return rows[0] if len(rows) == 1 else be.concat(rows, axis=-2)
 
 
 def scores(be, L, Q, K):

@@ -167,6 +167,59 @@ def test_one_ss_forms_of_causal_and_decay():
         Causal(4, 5).as_oness()
 
 
+# -- 1-SS masks continue from a state ----------------------------------------------------
+
+def _ramp(L, T):
+    """``a_t ... a_0`` for t < T: what the state before step 0 contributes to row t."""
+    gamma = 1.0 if isinstance(L, Causal) else to_numpy64(L.gamma)[..., None]
+    return np.asarray(gamma) ** np.arange(1, T + 1)
+
+
+@pytest.mark.parametrize("backend", ["numpy", "torch"])
+@settings(max_examples=20, deadline=None)
+@given(data=st.data())
+def test_state_carrying_product_matches_definition(backend, data):
+    """``L @ x`` from a state h: ``y_t = (L x)_t + a_t ... a_0 h``; pieces chain to the whole."""
+    L = data.draw(masks(kinds=("causal", "decay"), T=st.integers(1, 150), backend=backend)
+                  .filter(lambda L: L.carries_state))
+    T, m = L.shape[-1], data.draw(st.integers(1, 3))
+    rng = np.random.default_rng(data.draw(st.integers(0, 99)))
+    convert = torch.tensor if backend == "torch" else np.asarray
+    x, h = convert(rng.normal(size=(T, m))), convert(rng.normal(size=(2,) + L.shape[:-2] + (1, m)))
+    dense = definition(L)
+    expected = dense @ to_numpy64(x) + _ramp(L, T)[..., :, None] * to_numpy64(h)
+    y, final = L.matmul(x, initial_state=h, return_final_state=True)
+    assert type(y) is type(x) and tuple(final.shape) == tuple(h.shape)
+    assert_close(y, expected)
+    assert_close(final, expected[..., -1:, :])
+    vector, vector_final = L.matmul(x[:, 0], initial_state=h[..., 0], return_final_state=True)
+    assert_close(vector, expected[..., 0])
+    assert_close(vector_final, expected[..., -1:, 0])
+    cut = data.draw(st.integers(1, T))
+    head, state = L.leading(cut).matmul(x[:cut], return_final_state=True)
+    if cut < T:
+        tail = L.leading(T - cut).matmul(x[cut:], initial_state=state)
+        head = np.concatenate([to_numpy64(head), to_numpy64(tail)], axis=-2)
+    assert_close(head, dense @ to_numpy64(x))
+
+
+def test_only_one_ss_masks_carry_a_state():
+    x, h = np.ones((5, 2)), np.ones((1, 2))
+    assert Causal(5).carries_state and Decay(0.5, 5).carries_state
+    for L in (Causal(5, 6, offset=1), Causal(5, offset=-1), Toeplitz(np.ones(5)), Fourier(5)):
+        assert not L.carries_state
+        with pytest.raises(TypeError, match="initial_state and return_final_state need a mask "
+                                            "that carries a state"):
+            L.matmul(np.ones((L.shape[-1], 2)), initial_state=h)
+    with pytest.raises(ValueError, match=r"initial_state must have shape \(..., 1, 2\), got shape "
+                                         r"\(2, 2\)"):
+        Decay(0.5, 5).matmul(x, initial_state=np.ones((2, 2)))
+    with pytest.raises(ValueError, match="offset 0 has principal blocks"):
+        Causal(4, 5).leading(2)
+    with pytest.raises(ValueError, match="T must be an int >= 1"):
+        Decay(0.5, 5).leading(0)
+
+
 def test_masks_use_the_forced_backend():
     x = np.ones((5, 2))
     assert isinstance(Toeplitz(np.ones(5)).matmul(x, backend="torch"), torch.Tensor)

@@ -87,6 +87,28 @@ def test_linear_in_groups_of_value_columns(monkeypatch):
         assert_close(ss.sma(Q, K, V, L, algorithm="linear"), expected)
 
 
+@pytest.mark.parametrize("backend", ["numpy", "torch"])
+@settings(max_examples=25, deadline=None)
+@given(data=st.data())
+def test_linear_in_segments_carrying_the_state(backend, data):
+    """Semiseparable masks run in short segments (T not a multiple), value groups of 1 to P."""
+    L = data.draw(masks(kinds=("causal", "decay", "oness", "sss"), T=st.integers(2, 40),
+                        backend=backend))
+    T, S = L.shape[-2:]
+    batch = data.draw(st.sampled_from([(), (2,) + tuple(L.shape[:-2])]))
+    N, P = data.draw(st.integers(1, 3)), data.draw(st.integers(1, 4))
+    convert = torch.tensor if backend == "torch" else np.asarray
+    Q, K, V = operands(np.random.default_rng(data.draw(st.integers(0, 99))), batch, T, S, N, P,
+                       convert)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(importlib.import_module("semisep.sma"), "LINEAR_SEGMENT",
+                      data.draw(st.integers(1, T)))
+        patch.setattr(importlib.import_module("semisep.sma"), "LINEAR_BLOCK",
+                      data.draw(st.integers(1, 200)))
+        Y = ss.sma(Q, K, V, L, algorithm="linear")
+    assert_close(Y, sma_definition(Q, K, V, definition(L)))
+
+
 # -- the automatic choice -------------------------------------------------------------------
 
 def test_auto_rule():
@@ -186,6 +208,20 @@ def test_gradients_reach_a_long_decay_in_float32():
         ss.sma(Q, K, V, Decay(gamma, 150), algorithm=algorithm).square().sum().backward()
         grads.append(gamma.grad)
     assert_close(grads[0], grads[1].double(), rtol=1e-5)
+
+
+def test_gradients_through_segments(monkeypatch):
+    """float64 gradcheck of the segmented linear form: Decay gamma, 1-SS a, Q, K, V."""
+    monkeypatch.setattr(importlib.import_module("semisep.sma"), "LINEAR_SEGMENT", 3)
+    monkeypatch.setattr(importlib.import_module("semisep.sma"), "LINEAR_BLOCK", 8)
+    rng = np.random.default_rng(0)
+    T, N, P = 7, 2, 2
+    Q, K, V = (_leaf(rng.normal(size=s)) for s in ((T, N), (T, N), (T, P)))
+    for make, p in ((lambda p: Decay(p, T), _leaf([0.7, -0.4])),
+                    (lambda p: ss.OneSS(p), _leaf(rng.uniform(-1, 1, T)))):
+        assert torch.autograd.gradcheck(
+            lambda p, Q, K, V, make=make: ss.sma(Q, K, V, make(p), algorithm="linear"),
+            (p, Q, K, V))
 
 
 # -- errors -----------------------------------------------------------------------------------

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .._checks import as_columns, broadcast_batch, shape_str
+from .._checks import as_array, as_columns, broadcast_batch, check_trailing, shape_str
 from ..backends import Case, select_backend
 from ..matrix import StructuredMatrix
 
@@ -67,37 +67,77 @@ class Mask(StructuredMatrix):
 
     Subclasses define ``shape``, ``dtype``, ``to_dense``, ``T``, :meth:`_apply`,
     :meth:`matmul_flops`, the tuple ``_arrays`` of the arrays they hold, and
-    ``_algorithm`` (a word for their product, used in backend requests).
+    ``_algorithm`` (a word for their product, used in backend requests). A
+    1-SS mask (:attr:`carries_state`) also takes ``initial_state`` in ``_apply``.
     """
 
     _arrays: tuple = ()
     _algorithm: str = "dense"
     _complex_input = False      # whether x may be complex (Fourier)
 
-    def matmul(self, x, *, backend: str | None = None):
+    @property
+    def carries_state(self) -> bool:
+        """Whether ``matmul`` takes ``initial_state`` and ``return_final_state``.
+
+        True for the 1-SS masks: a square :class:`~semisep.masks.Causal` with
+        offset 0, and :class:`~semisep.masks.Decay`.
+        """
+        return False
+
+    def matmul(self, x, *, initial_state=None, return_final_state: bool = False,
+               backend: str | None = None):
         """``L @ x`` along the sequence axis.
 
         Parameters
         ----------
         x : array, shape ``(S,)`` or ``(..., S, m)``
             Leading dimensions broadcast with the mask's batch dimensions.
+        initial_state : array, shape ``(..., 1, m)`` (``(..., 1)`` for a vector x), optional
+            Only for a mask that :attr:`carries_state` (a 1-SS matrix, state
+            size 1, as :meth:`semisep.SSS.matmul`): the state ``h_{-1}`` the
+            scan ``h_t = a_t h_{t-1} + x_t`` starts from (zero when omitted).
+        return_final_state : bool
+            Only for a mask that :attr:`carries_state`: also return ``h_{T-1}``,
+            the last row of ``y``, shape ``(..., 1, m)`` (``(..., 1)``).
         backend : str, optional
             Force a backend (see :mod:`semisep.backends`).
 
         Returns
         -------
-        array, shape ``(T,)`` or ``(..., T, m)``
+        array, shape ``(T,)`` or ``(..., T, m)``; and the final state with
+        ``return_final_state``.
         """
+        if (initial_state is not None or return_final_state) and not self.carries_state:
+            raise TypeError(f"initial_state and return_final_state need a mask that carries a "
+                            f"state (a square Causal with offset 0, or Decay), got "
+                            f"{type(self).__name__} of shape {shape_str(self.shape)}")
         S = self.shape[-1]
         x2, vector = as_columns("x", x, S, "m", f"a mask of shape {shape_str(self.shape)}",
                                 allow_complex=self._complex_input)
-        broadcast_batch({"mask": self.batch_shape, "x": x2.shape[:-2]})
+        batches = {"mask": self.batch_shape, "x": x2.shape[:-2]}
+        if initial_state is not None:
+            initial_state = as_array("initial_state", initial_state)
+            want = (1,) if vector else (1, x2.shape[-1])
+            check_trailing("initial_state", initial_state, want,
+                           "(..., " + ", ".join(map(str, want)) + ")")
+            if vector:
+                initial_state = initial_state[..., None]
+            batches["initial_state"] = initial_state.shape[:-2]
+        broadcast_batch(batches)
         case = Case(f"{type(self).__name__.lower()}_matmul", algorithm=self._algorithm,
                     log_form=False)
-        be = select_backend([*self._arrays, x2], case, backend)
+        be = select_backend([*self._arrays, x2, initial_state], case, backend)
         like = next((a for a in (x2, *self._arrays) if be.owns(a)), None)
-        y = self._apply(be, be.asarray(x2, like=like))
-        return y[..., 0] if vector else y
+        x2 = be.asarray(x2, like=like)
+        if initial_state is None:
+            y = self._apply(be, x2)
+        else:
+            y = self._apply(be, x2, initial_state=be.asarray(initial_state, like=x2))
+        if vector:
+            y = y[..., 0]
+        if not return_final_state:
+            return y
+        return y, (y[..., -1:] if vector else y[..., -1:, :])
 
     def _apply(self, be, x):
         """``L @ x`` for ``x`` of shape ``(..., S, m)``, a ``be`` array; returns ``(..., T, m)``."""
@@ -109,4 +149,3 @@ class Mask(StructuredMatrix):
         ``sma(..., algorithm="auto")`` weighs it against the quadratic form.
         """
         raise NotImplementedError
-

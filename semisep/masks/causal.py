@@ -37,7 +37,10 @@ class Causal(Mask):
     instead of O(S m), but it runs as BLAS matmuls and scales linearly in S,
     where ``cumsum`` along a strided axis of a wide ``x`` is slower than that
     and grows faster than S on the CPU (cache misses). The blocked sums also
-    keep float32 rounding error to about ``(BLOCK + S / BLOCK) eps``.
+    keep float32 rounding error to about ``(BLOCK + S / BLOCK) eps``. A square
+    mask with offset 0 is 1-SS: its ``matmul`` can continue from a state
+    (``initial_state``, ``return_final_state``; :attr:`carries_state`), and
+    :meth:`leading` gives its principal blocks.
 
     Examples
     --------
@@ -81,13 +84,25 @@ class Causal(Mask):
         ones = constant(np.ones(self._T), self._dtype)
         return OneSS(ones)
 
+    @property
+    def carries_state(self) -> bool:
+        return self._T == self._S and self.offset == 0
+
+    def leading(self, T: int) -> "Causal":
+        """The leading ``T x T`` block of a square mask with offset 0 (every principal block)."""
+        if not self.carries_state:
+            raise ValueError(f"only a square Causal mask with offset 0 has principal blocks of "
+                             f"its kind, got shape {shape_str(self.shape)} and offset {self.offset}")
+        return Causal(T, dtype=self._dtype)
+
     def matmul_flops(self, m):
         return float(2 * self._S * min(BLOCK, self._S) * m)
 
-    def _apply(self, be, x):
+    def _apply(self, be, x, initial_state=None):
         dtype = be.result_dtype(x)
         x = be.cast(x, be.compute_dtype(dtype))
-        sums = decay_scan(be, be.ones((), like=x), x)             # the cumulative sums
+        initial = None if initial_state is None else be.cast(initial_state, x.dtype)
+        sums = decay_scan(be, be.ones((), like=x), x, initial=initial)   # the cumulative sums
         rows = np.clip(np.arange(self._T) + self.offset + 1, 0, self._S)  # sums kept by row i
         if np.array_equal(rows, np.arange(1, self._T + 1)):
             y = sums[..., :self._T, :]

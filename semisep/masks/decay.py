@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import numbers
 
 import numpy as np
@@ -22,15 +23,18 @@ def _powers(be, gamma, exponents: np.ndarray):
     return be.power(gamma[..., None], be.cast(be.asarray(exponents, like=gamma), gamma.dtype))
 
 
-def decay_scan(be, gamma, x, stride: int = 1):
+def decay_scan(be, gamma, x, stride: int = 1, initial=None):
     """``y_t = g y_{t-1} + x_t`` along axis -2 of ``x`` ``(..., T, m)`` with ``g = gamma^stride``.
 
-    Blocks of ``BLOCK`` steps: inside a block ``y = D x`` with the block's
-    Toeplitz matrix ``D[r, s] = g^(r - s)`` (one matmul for all blocks); the
-    block ends then form a scan of the same kind with ``g^BLOCK``, solved by
-    recursion, and block ``c`` adds ``g^(r + 1)`` times the end of block
-    ``c - 1``. Every power is ``gamma ** (stride * k)`` from ``gamma`` itself,
-    so it is accurate to rounding. ``gamma`` has shape ``(...)`` (batch).
+    ``y_{-1}`` is ``initial`` (``(..., 1, m)``), or zero when None. Blocks of
+    ``BLOCK`` steps: inside a block ``y = D x`` with the block's Toeplitz
+    matrix ``D[r, s] = g^(r - s)`` (one matmul for all blocks); block ``c``
+    then adds ``g^(r + 1)`` times the state entering it, ``carry_c``. The
+    carries are a scan of the same kind with ``g^BLOCK`` over ``y_{-1}`` and the
+    ends of blocks ``0 .. nc-2`` (each block's own, before its carry is added),
+    solved by recursion. Every power is ``gamma ** (stride * k)`` from
+    ``gamma`` itself, so it is accurate to rounding. ``gamma`` has shape
+    ``(...)`` (batch).
     """
     T, m = x.shape[-2], x.shape[-1]
     q = min(BLOCK, T)
@@ -39,10 +43,16 @@ def decay_scan(be, gamma, x, stride: int = 1):
     xb = be.pad(x, axis=-2, after=nc * q - T)
     xb = xb.reshape(xb.shape[:-2] + (nc, q, m))
     y = block[..., None, :, :] @ xb                                          # (..., nc, q, m)
-    if nc > 1:
-        ends = decay_scan(be, gamma, y[..., :, q - 1, :], stride * q)        # (..., nc, m)
-        carry = be.concat([be.zeros(ends.shape[:-2] + (1, m), like=ends), ends[..., :-1, :]],
-                          axis=-2)
+    if nc > 1 or initial is not None:
+        batch = tuple(y.shape[:-3])
+        if initial is None:
+            carry = be.zeros(batch + (1, m), like=y)
+        else:
+            batch = tuple(be.broadcast_shapes(batch, tuple(initial.shape[:-2])))
+            carry = be.broadcast_to(initial, batch + (1, m))
+        if nc > 1:
+            ends = be.broadcast_to(y[..., :-1, q - 1, :], batch + (nc - 1, m))
+            carry = decay_scan(be, gamma, be.concat([carry, ends], axis=-2), stride * q)
         ramp = _powers(be, gamma, stride * np.arange(1, q + 1))              # (..., q)
         y = y + ramp[..., None, :, None] * carry[..., :, None, :]
     y = y.reshape(y.shape[:-3] + (nc * q, m))
@@ -69,7 +79,10 @@ class Decay(Mask):
     blocks of :data:`BLOCK` (see :func:`decay_scan`): O(T BLOCK m) work for ``x``
     of shape ``(T, m)``, nearly all of it one batched matmul, and no Python loop
     over T. Powers come from ``gamma ** k`` directly, never from repeated
-    products, so float32 keeps its precision at any T.
+    products, so float32 keeps its precision at any T. The mask is 1-SS, so
+    ``matmul`` can continue from a state (``initial_state``,
+    ``return_final_state``; :attr:`carries_state`), and :meth:`leading` gives
+    its principal blocks: together they run a long sequence segment by segment.
 
     Examples
     --------
@@ -110,12 +123,23 @@ class Decay(Mask):
         be = backend_of(self.gamma)
         return OneSS(be.broadcast_to(self.gamma[..., None], self.gamma.shape + (self._T,)))
 
+    @property
+    def carries_state(self) -> bool:
+        return True
+
+    def leading(self, T: int) -> "Decay":
+        """The leading ``T x T`` block, which is every principal block of that size (Toeplitz)."""
+        block = copy.copy(self)
+        block._T = check_positive_int("T", T)
+        return block
+
     def matmul_flops(self, m):
         return float(2 * self._T * min(BLOCK, self._T) * m)
 
-    def _apply(self, be, x):
+    def _apply(self, be, x, initial_state=None):
         gamma = be.asarray(self.gamma, like=x)
         dtype = be.result_dtype(x) if self._weak else be.result_dtype(gamma, x)
         compute = be.compute_dtype(dtype)
-        y = decay_scan(be, be.cast(gamma, compute), be.cast(x, compute))
+        initial = None if initial_state is None else be.cast(initial_state, compute)
+        y = decay_scan(be, be.cast(gamma, compute), be.cast(x, compute), initial=initial)
         return be.cast(y, dtype)
