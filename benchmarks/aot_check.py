@@ -1,7 +1,7 @@
 """Compile the Triton SSD kernels for sm_90 without a GPU; print registers, spills, shared memory.
 
 python benchmarks/aot_check.py [BP=64 BN=64 Q=64 num_warps=4 num_stages=2 dtype=bf16 maxnreg=N
-                                 pre=0|1 factor=0|1 intra=0|1 atomic=0|1 sass=1 only=fwd+bwd1+...]
+                                 pre=0|1 factor=0|1 atomic=0|1 sass=1 dump=FILE only=fwd+bwd1+...]
 """
 import sys
 
@@ -15,7 +15,7 @@ from semisep.backends.triton import kernels as K
 opts = dict(BP=64, BN=64, Q=64, num_warps=4, num_stages=2, dtype="bf16")
 for a in sys.argv[1:]:
     k, v = a.split("=")
-    opts[k] = v if k in ("dtype", "only") else int(v)
+    opts[k] = v if k in ("dtype", "only", "dump") else int(v)
 dt = opts["dtype"]
 target = GPUTarget("cuda", 90, 32)
 
@@ -35,13 +35,13 @@ def sig_of(fn, ptr_args, int_args):
 common_flags = dict(HAS_DT=True, DT_SOFTPLUS=False, HAS_DTB=False, HAS_D=True, D_PER_P=False,
                     HAS_Z=False, HAS_SEQ=False, Q=opts["Q"], BP=opts["BP"], BN=opts["BN"],
                     PREC="tf32", CLAMP_C=K.CLAMP, PRE=bool(opts.get("pre", 0)),
-                    FACTOR=bool(opts.get("factor", 1)), ATOMIC=bool(opts.get("atomic", 0)))
+                    FACTOR=bool(opts.get("factor", 1)), FAST=bool(opts.get("fast", 1)), ATOMIC=bool(opts.get("atomic", 0)))
 P = f"*{dt}"
 F = "*fp32"
 kernels = {
     "fwd": (K.ssd_fwd_kernel,
             dict(x_ptr=P, dt_ptr=F, A_ptr=F, dtb_ptr=F, B_ptr=P, C_ptr=P, D_ptr=F, z_ptr=P,
-                 h0_ptr=F, seq_ptr="*i32", dec_ptr=F, etot_ptr=F, y_ptr=P, hT_ptr=F),
+                 h0_ptr=F, seq_ptr="*i32", dec_ptr=F, etot_ptr=F, fast_ptr="*i8", y_ptr=P, hT_ptr=F),
             dict(HAS_H0=False, STORE_HT=True)),
     "bwd1": (K.ssd_bwd_fwdsweep_kernel,
              dict(x_ptr=P, dt_ptr=F, A_ptr=F, dtb_ptr=F, B_ptr=P, C_ptr=P, D_ptr=F, z_ptr=P,
@@ -52,7 +52,7 @@ kernels = {
              dict(x_ptr=P, dt_ptr=F, A_ptr=F, dtb_ptr=F, B_ptr=P, C_ptr=P, D_ptr=F, z_ptr=P,
                   seq_ptr="*i32", dy_ptr=P, dhT_ptr=F, dec_ptr=F, etot_ptr=F, st_ptr=P, r1_ptr=F,
                   dx_ptr=P, dB_ptr=F, dla_ptr=F, q_ptr=F, dh0_ptr=F),
-             dict(HAS_DHT=False, STORE_DH0=False, INTRA_DOT=bool(opts.get("intra", 0)))),
+             dict(HAS_DHT=False, STORE_DH0=False)),
     "states_fwd": (K.ssd_states_fwd_kernel,
                    dict(x_ptr=P, dt_ptr=F, A_ptr=F, dtb_ptr=F, B_ptr=P, h0_ptr=F, seq_ptr="*i32",
                         st_ptr=P, hT_ptr=F), dict(HAS_H0=False, STORE_HT=True)),
@@ -114,6 +114,9 @@ def loop_report(cubin, top=12):
     if best is None:
         return "no loop"
     body = [t for a, t in ins if best[0] <= a <= best[1]]
+    if opts.get("dump"):
+        with open(opts["dump"], "w") as f:
+            f.write("\n".join(body))
     ops = collections.Counter(re.sub(r"^@!?U?P[T\d]+\s+", "", t).split()[0].split(".")[0]
                               for t in body)
     return f"loop={len(body)} instr {ops.most_common(top)}"

@@ -60,15 +60,14 @@ def test_forward_mamba2_extras():
     assert rel(y[:1, 10:30], y1) < 1e-6
 
 
-@pytest.mark.parametrize("fwd_version,bwd_version,pre,intra_dot,atomic",
-                         [("1", "1", "1", "0", "0"), ("2", "2", "0", "0", "0"),
-                          ("1", "1", "0", "1", "1")])
-def test_backward_all_inputs(monkeypatch, fwd_version, bwd_version, pre, intra_dot, atomic):
-    monkeypatch.setenv("SEMISEP_TRITON_ATOMIC_DBC", atomic)
+@pytest.mark.parametrize("fwd_version,bwd_version,pre,deterministic",
+                         [("1", "1", "1", False), ("2", "2", "0", False), ("1", "1", "0", True)])
+def test_backward_all_inputs(monkeypatch, fwd_version, bwd_version, pre, deterministic):
+    # deterministic: dB, dC from per-head partials instead of atomic adds
+    monkeypatch.setattr(torch, "are_deterministic_algorithms_enabled", lambda: deterministic)
     monkeypatch.setenv("SEMISEP_TRITON_FWD_VERSION", fwd_version)
     monkeypatch.setenv("SEMISEP_TRITON_BWD_VERSION", bwd_version)
     monkeypatch.setenv("SEMISEP_TRITON_PRE_DECAYS", pre)
-    monkeypatch.setenv("SEMISEP_TRITON_INTRA_DOT", intra_dot)
     d = make(T=37)
     seq = torch.tensor([[0] * 20 + [1] * 17, [0] * 37], dtype=torch.int32)
     ins = dict(x=d["x"], dt=d["dt"], A=d["A"], B=d["B"], C=d["C"], D=d["D"], z=d["z"],
@@ -217,3 +216,28 @@ def test_strong_decays_and_resets_in_a_partial_last_chunk(monkeypatch, pre):
     for nm, a, w in zip("x la B C".split(), got, want):
         assert torch.isfinite(a).all(), nm
         assert rel(a, torch.nan_to_num(w, nan=0.0)) < 1e-4, nm
+
+
+@pytest.mark.parametrize("fast", ["1", "0"])
+def test_factored_and_exact_programs_in_one_call(monkeypatch, fast):
+    # per (batch, head): chunk decays just above and just below FACTOR_MIN = 2^-64 (the
+    # factored loop runs only where every chunk is above), a reset, and weak decays
+    monkeypatch.setenv("SEMISEP_TRITON_FAST", fast)
+    gen = torch.Generator().manual_seed(11)
+    b, T, h, p, g, n, Q = 2, 53, 4, 16, 2, 16, 16
+    per_step = math.log(2.0 ** -64) / Q
+    la = torch.full((b, T, h), 1e-3 * per_step)
+    la[0, :, 0] = 0.99 * per_step
+    la[0, :, 1] = 1.01 * per_step
+    la[1, 20, 2] = -math.inf
+    la[1, :, 3] = -torch.rand(T, generator=gen) * 2
+    x = torch.randn(b, T, h, p, generator=gen)
+    B = torch.randn(b, T, g, n, generator=gen)
+    C = torch.randn(b, T, g, n, generator=gen)
+    h0 = torch.randn(b, h, p, n, generator=gen)
+    y, hT = ssd(x, la, B, C, initial_state=h0, chunk_size=Q, return_final_state=True)
+    yr, sr = naive.ssd_reference(x, la, B, C, initial_state=h0)
+    assert rel(y, yr) < 1e-5 and rel(hT, sr) < 1e-5
+    for i in range(b):
+        for j in range(h):
+            assert rel(y[i, :, j], yr[i, :, j]) < 1e-5, (i, j)

@@ -47,6 +47,7 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
+FACTOR_MIN = tl.constexpr(2.0 ** -64)  # chunks decaying less than this are factored
 CLAMP = 128.0          # |log-decay| beyond which exp(...) is 0 in fp32 anyway
 LOG2E = 1.4426950408889634
 
@@ -189,9 +190,66 @@ def _decay_tile(hi, lo, offs_q, TRANSPOSED: tl.constexpr):
 
 
 @triton.jit
+def _fwd_chunk(c, S, x_base, y_base, z_base, B_base, C_base, dec_ptr, etot_ptr, BH, n_chunks,
+               dt_ptr, A_ptr, dtb_ptr, seq_ptr, b64, h, H, G, T, P, N,
+               offs_q, offs_p, offs_n, Dv,
+               HAS_DT: tl.constexpr, DT_SOFTPLUS: tl.constexpr, HAS_DTB: tl.constexpr,
+               HAS_D: tl.constexpr, D_PER_P: tl.constexpr, HAS_Z: tl.constexpr,
+               HAS_SEQ: tl.constexpr, PREC: tl.constexpr, CLAMP_C: tl.constexpr,
+               PRE: tl.constexpr, FACTOR: tl.constexpr, FACTORED: tl.constexpr):
+    """One chunk of the forward: store its y, return the state after it.
+
+    FACTORED (every chunk of this program decays by more than FACTOR_MIN): the decay tile is
+    ``L = diag(exp(l)) 1_lower diag(exp(-l))`` and ``exp(l_end - l) = exp(l_end) exp(-l)``,
+    so one scaled copy of x, ``u = xs exp(-l)``, serves both products and no Q x Q decay
+    tile is formed. Otherwise the tile of :func:`_L_tile`.
+    """
+    dtype = x_base.dtype.element_ty
+    t = c * offs_q.shape[0] + offs_q.to(tl.int64)
+    mask_t = t < T
+    mask_p = offs_p < P
+    mask_n = offs_n < N
+    dtv, hi, lo, e_in, to_end, e_tot, inv = _decays_all(
+        PRE, dec_ptr, etot_ptr, BH, n_chunks, c, dt_ptr, A_ptr, dtb_ptr, seq_ptr, b64, h, H, T,
+        t, HAS_DT, DT_SOFTPLUS, HAS_DTB, HAS_SEQ, CLAMP_C)
+    m_tp = mask_t[:, None] & mask_p[None, :]
+    m_tn = mask_t[:, None] & mask_n[None, :]
+    x = tl.load(x_base + t[:, None] * (H * P) + offs_p[None, :], mask=m_tp, other=0.0)
+    Bt = tl.load(B_base + t[:, None] * (G * N) + offs_n[None, :], mask=m_tn, other=0.0)
+    Ct = tl.load(C_base + t[:, None] * (G * N) + offs_n[None, :], mask=m_tn, other=0.0)
+    Gm = tl.dot(Ct, tl.trans(Bt), input_precision=PREC)
+    acc = tl.dot(Ct, tl.trans(S.to(dtype)), input_precision=PREC)
+    if FACTORED:
+        u = (x.to(tl.float32) * (dtv * inv)[:, None]).to(dtype)
+        W = tl.where(offs_q[:, None] >= offs_q[None, :], Gm, 0.0).to(dtype)
+        acc = tl.dot(W, u, acc, input_precision=PREC) * e_in[:, None]
+        S = tl.dot(tl.trans(u), Bt, S, input_precision=PREC) * e_tot
+    else:
+        if HAS_DT:
+            xs = (x.to(tl.float32) * dtv[:, None]).to(dtype)
+        else:
+            xs = x
+        W = (Gm * _L_tile(hi, lo, e_in, inv, e_tot, offs_q, False, FACTOR)).to(dtype)
+        acc = tl.dot(W, xs, acc * e_in[:, None], input_precision=PREC)
+        xd = (x.to(tl.float32) * (dtv * to_end)[:, None]).to(dtype)
+        S = tl.dot(tl.trans(xd), Bt, S * e_tot, input_precision=PREC)
+    if HAS_D:
+        if D_PER_P:
+            acc += x.to(tl.float32) * Dv[None, :]
+        else:
+            acc += x.to(tl.float32) * Dv
+    if HAS_Z:
+        zz = tl.load(z_base + t[:, None] * (H * P) + offs_p[None, :], mask=m_tp,
+                     other=0.0).to(tl.float32)
+        acc = acc * zz * tl.sigmoid(zz)
+    tl.store(y_base + t[:, None] * (H * P) + offs_p[None, :], acc.to(dtype), mask=m_tp)
+    return S
+
+
+@triton.jit
 def ssd_fwd_kernel(
     x_ptr, dt_ptr, A_ptr, dtb_ptr, B_ptr, C_ptr, D_ptr, z_ptr, h0_ptr, seq_ptr,
-    dec_ptr, etot_ptr,
+    dec_ptr, etot_ptr, fast_ptr,
     y_ptr, hT_ptr,
     T, H, G, P, N,
     HAS_DT: tl.constexpr, DT_SOFTPLUS: tl.constexpr, HAS_DTB: tl.constexpr,
@@ -199,7 +257,11 @@ def ssd_fwd_kernel(
     HAS_SEQ: tl.constexpr, STORE_HT: tl.constexpr,
     Q: tl.constexpr, BP: tl.constexpr, BN: tl.constexpr, PREC: tl.constexpr,
     CLAMP_C: tl.constexpr, PRE: tl.constexpr = False, FACTOR: tl.constexpr = True,
+    FAST: tl.constexpr = False,
 ):
+    """The forward; FAST: ``fast_ptr[b * H + h]`` (int8) says whether every chunk of this
+    program decays by more than FACTOR_MIN, and then the factored loop runs (a per-program
+    choice: a branch inside the loop, around the dots, defeats Triton's pipelining)."""
     pid_p = tl.program_id(0)
     pid_bh = tl.program_id(1)
     b = pid_bh // H
@@ -211,7 +273,6 @@ def ssd_fwd_kernel(
     offs_n = tl.arange(0, BN)
     mask_p = offs_p < P
     mask_n = offs_n < N
-    dtype = x_ptr.dtype.element_ty
 
     x_base = x_ptr + (b64 * T * H + h) * P
     y_base = y_ptr + (b64 * T * H + h) * P
@@ -225,6 +286,7 @@ def ssd_fwd_kernel(
         S = tl.load(h0_ptr + st_off, mask=st_mask, other=0.0).to(tl.float32)
     else:
         S = tl.zeros((BP, BN), dtype=tl.float32)
+    Dv = 0.0
     if HAS_D:
         if D_PER_P:
             Dv = tl.load(D_ptr + h * P + offs_p, mask=mask_p, other=0.0).to(tl.float32)
@@ -232,40 +294,22 @@ def ssd_fwd_kernel(
             Dv = tl.load(D_ptr + h).to(tl.float32)
 
     n_chunks = tl.cdiv(T, Q)
-    for c in range(0, n_chunks):
-        t = c * Q + offs_q.to(tl.int64)
-        mask_t = t < T
-        dtv, hi, lo, e_in, to_end, e_tot, inv = _decays_all(
-            PRE, dec_ptr, etot_ptr, tl.num_programs(1), n_chunks, c, dt_ptr, A_ptr, dtb_ptr,
-            seq_ptr, b64, h, H, T, t, HAS_DT, DT_SOFTPLUS, HAS_DTB, HAS_SEQ, CLAMP_C)
-        m_tp = mask_t[:, None] & mask_p[None, :]
-        m_tn = mask_t[:, None] & mask_n[None, :]
-        x = tl.load(x_base + t[:, None] * (H * P) + offs_p[None, :], mask=m_tp, other=0.0)
-        Bt = tl.load(B_base + t[:, None] * (G * N) + offs_n[None, :], mask=m_tn, other=0.0)
-        Ct = tl.load(C_base + t[:, None] * (G * N) + offs_n[None, :], mask=m_tn, other=0.0)
-        if HAS_DT:
-            xs = (x.to(tl.float32) * dtv[:, None]).to(dtype)
-        else:
-            xs = x
-        Gm = tl.dot(Ct, tl.trans(Bt), input_precision=PREC)
-        L = _L_tile(hi, lo, e_in, inv, e_tot, offs_q, False, FACTOR)
-        W = (Gm * L).to(dtype)
-        acc = tl.dot(W, xs, input_precision=PREC)
-        CS = tl.dot(Ct, tl.trans(S.to(dtype)), input_precision=PREC)
-        acc += CS * e_in[:, None]
-        # state update
-        xd = (x.to(tl.float32) * (dtv * to_end)[:, None]).to(dtype)
-        S = S * e_tot + tl.dot(tl.trans(xd), Bt, input_precision=PREC)
-        if HAS_D:
-            if D_PER_P:
-                acc += x.to(tl.float32) * Dv[None, :]
-            else:
-                acc += x.to(tl.float32) * Dv
-        if HAS_Z:
-            zz = tl.load(z_base + t[:, None] * (H * P) + offs_p[None, :], mask=m_tp,
-                         other=0.0).to(tl.float32)
-            acc = acc * zz * tl.sigmoid(zz)
-        tl.store(y_base + t[:, None] * (H * P) + offs_p[None, :], acc.to(dtype), mask=m_tp)
+    BH = tl.num_programs(1)
+    fast = False
+    if FAST:
+        fast = tl.load(fast_ptr + pid_bh) != 0
+    if fast:
+        for c in range(0, n_chunks):
+            S = _fwd_chunk(c, S, x_base, y_base, z_base, B_base, C_base, dec_ptr, etot_ptr, BH,
+                           n_chunks, dt_ptr, A_ptr, dtb_ptr, seq_ptr, b64, h, H, G, T, P, N,
+                           offs_q, offs_p, offs_n, Dv, HAS_DT, DT_SOFTPLUS, HAS_DTB, HAS_D,
+                           D_PER_P, HAS_Z, HAS_SEQ, PREC, CLAMP_C, PRE, FACTOR, True)
+    else:
+        for c in range(0, n_chunks):
+            S = _fwd_chunk(c, S, x_base, y_base, z_base, B_base, C_base, dec_ptr, etot_ptr, BH,
+                           n_chunks, dt_ptr, A_ptr, dtb_ptr, seq_ptr, b64, h, H, G, T, P, N,
+                           offs_q, offs_p, offs_n, Dv, HAS_DT, DT_SOFTPLUS, HAS_DTB, HAS_D,
+                           D_PER_P, HAS_Z, HAS_SEQ, PREC, CLAMP_C, PRE, FACTOR, False)
 
     if STORE_HT:
         tl.store(hT_ptr + st_off, S.to(hT_ptr.dtype.element_ty), mask=st_mask)
@@ -407,7 +451,6 @@ def ssd_bwd_revsweep_kernel(
     Q: tl.constexpr, BP: tl.constexpr, BN: tl.constexpr, PREC: tl.constexpr,
     CLAMP_C: tl.constexpr, PRE: tl.constexpr = False, FACTOR: tl.constexpr = True,
     ATOMIC: tl.constexpr = False,
-    INTRA_DOT: tl.constexpr = False,
 ):
     """dx, dB partial, the log-decay gradient (partial over p-blocks), q = x . dxs, d h0.
 
@@ -493,15 +536,7 @@ def ssd_bwd_revsweep_kernel(
         dSc = dS.to(dtype)
         GL = Gt * Lt
         dxs_st = tl.dot(Bt, tl.trans(dSc), input_precision=PREC) * to_end[:, None]
-        if INTRA_DOT:
-            # strictly lower part through the tensor cores, the diagonal G_jj dy_j in fp32;
-            # the intra-chunk row / column sums of P then come from row-wise products
-            GLs = tl.where(offs_q[None, :] > offs_q[:, None], GL, 0.0).to(dtype)
-            dxs_in = tl.dot(GLs, dyc, input_precision=PREC)
-            gdiag = tl.sum(tl.where(offs_q[None, :] == offs_q[:, None], Gt, 0.0), axis=1)
-            dxs = dxs_in + gdiag[:, None] * dyp + dxs_st
-        else:
-            dxs = tl.dot(GL.to(dtype), dyc, input_precision=PREC) + dxs_st
+        dxs = tl.dot(GL.to(dtype), dyc, input_precision=PREC) + dxs_st
         dB = tl.dot((Mt * Lt).to(dtype), Ct, input_precision=PREC)
         dB += tl.dot(xs, dSc, input_precision=PREC) * to_end[:, None]
         xf = x.to(tl.float32)
@@ -510,14 +545,9 @@ def ssd_bwd_revsweep_kernel(
         # log-decay gradient, chunk-local: pairs (j < t <= i) inside the chunk from the fp32
         # tile P^T[j, i] = G_ij L_ij M_ij (strictly lower: the diagonal crosses nothing),
         # plus the pairs that enter (r1off) or leave (r2off) the chunk, plus <dS_out, S_out>
-        if INTRA_DOT:
-            # rowP_i = dy_i . (GLs xs)_i, colP_j = xs_j . (GLs^T dy)_j
-            rowP = tl.sum(dyp * tl.dot(tl.trans(GLs), xs, input_precision=PREC), axis=1)
-            colP = tl.sum(xs.to(tl.float32) * dxs_in, axis=1)
-        else:
-            Pt = tl.where(offs_q[None, :] > offs_q[:, None], GL * Mt, 0.0)
-            rowP = tl.sum(Pt, axis=0)
-            colP = tl.sum(Pt, axis=1)
+        Pt = tl.where(offs_q[None, :] > offs_q[:, None], GL * Mt, 0.0)
+        rowP = tl.sum(Pt, axis=0)
+        colP = tl.sum(Pt, axis=1)
         r2off = tl.sum(xs.to(tl.float32) * dxs_st, axis=1)
         r1off = tl.load(r_base + t, mask=mask_t, other=0.0)
         S_out = tl.load(st_last - i * (P * N) + st_loc, mask=st_mask, other=0.0).to(tl.float32)

@@ -215,16 +215,17 @@ def _fwd(x, dtla, A, B, C, D, z, dt_bias, h0, seq_idx, has_dt, dt_softplus, chun
     with _device_ctx(x):
         dec, etot = _pre_decays(pre, x, dtla, A, dt_bias, seq_idx, has_dt, dt_softplus,
                                 cfg["Q"])
+        fast = _fast_programs(etot, x.dtype) if pre else d
         K.ssd_fwd_kernel[grid](
             x, dtla, A if A is not None else d, dt_bias if dt_bias is not None else d, B, C,
             D if D is not None else d, z if z is not None else d, h0 if h0 is not None else d,
-            seq_idx if seq_idx is not None else d, dec, etot, y, hT,
+            seq_idx if seq_idx is not None else d, dec, etot, fast, y, hT,
             T, h, g, p, n,
             HAS_DT=has_dt, DT_SOFTPLUS=dt_softplus, HAS_DTB=dt_bias is not None,
             HAS_D=D is not None, D_PER_P=D is not None and D.dim() == 2, HAS_Z=z is not None,
             HAS_H0=h0 is not None, HAS_SEQ=seq_idx is not None, STORE_HT=True,
             Q=cfg["Q"], BP=cfg["BP"], BN=cfg["BN"], PREC=_prec(x.dtype), CLAMP_C=K.CLAMP,
-            PRE=pre, FACTOR=_factor("fwd"), **_launch_opts(cfg))
+            PRE=pre, FACTOR=_factor("fwd"), FAST=fast is not d, **_launch_opts(cfg))
     return y, hT
 
 
@@ -236,6 +237,17 @@ _DEFAULTS = {"fwd": dict(pre="1", factor="0"), "bwd": dict(pre="0", factor="1")}
 
 def _factor(kind: str = "fwd") -> bool:
     return os.environ.get("SEMISEP_TRITON_FACTOR", _DEFAULTS[kind]["factor"]) == "1"
+
+
+def _fast_programs(etot, dtype):
+    """Per (batch, head), int8: 1 where every chunk decays by more than ``kernels.FACTOR_MIN``.
+
+    Those programs run the factored loop (:func:`kernels._fwd_chunk`). Never for float16:
+    the factored operands ``x exp(-l)`` reach ``2^64 |x|``, beyond its range.
+    """
+    if dtype == torch.float16 or os.environ.get("SEMISEP_TRITON_FAST", "1") != "1":
+        return torch.zeros(etot.shape[0], device=etot.device, dtype=torch.int8)
+    return (etot.amin(dim=1) > K.FACTOR_MIN.value).to(torch.int8)
 
 
 def _pre(kind: str = "fwd") -> bool:
@@ -290,11 +302,13 @@ def _bwd_v1(dy, dhT, x, dtla, A, B, C, D, z, dt_bias, h0, seq_idx, has_dt, dt_so
     BP = cfg["BP"]
     npb = triton.cdiv(p, BP)
     f32 = dict(device=x.device, dtype=torch.float32)
-    atomic = os.environ.get("SEMISEP_TRITON_ATOMIC_DBC", "0") == "1"
-    if atomic:   # summed in place over heads and p-blocks (fp32, order not fixed)
+    # dB, dC: added in place over heads and p-blocks (fp32, the order of the sums not fixed:
+    # not bit-reproducible), or under torch.use_deterministic_algorithms one partial per head
+    atomic = not torch.are_deterministic_algorithms_enabled()
+    if atomic:
         dC_part = torch.zeros(1, b, T, g, 1, n, **f32)
         dB_part = torch.zeros(1, b, T, g, 1, n, **f32)
-    else:        # one fp32 partial per head and p-block, summed afterwards (deterministic)
+    else:
         dC_part = torch.empty(npb, b, T, h, n, **f32)
         dB_part = torch.empty(npb, b, T, h, n, **f32)
     r1 = torch.empty(npb, b * h, T, **f32)
@@ -329,7 +343,6 @@ def _bwd_v1(dy, dhT, x, dtla, A, B, C, D, z, dt_bias, h0, seq_idx, has_dt, dt_so
                 x, dtla, o(A), o(dt_bias), Bx, Cx, o(D), o(z), o(seq_idx), dy, o(dhT),
                 dec, etot, states, r1, dx, dB_part, dla_part, qd, o(dh0),
                 T, h, g, p, n, npb, STORE_DH0=need_dh0, PRE=pre, FACTOR=_factor("bwd"),
-                INTRA_DOT=os.environ.get("SEMISEP_TRITON_INTRA_DOT", "0") == "1",
                 ATOMIC=atomic, **flags, **_launch_opts(cfg))
     else:
         if need_dh0:
