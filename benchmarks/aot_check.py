@@ -1,7 +1,7 @@
 """Compile the Triton SSD kernels for sm_90 without a GPU; print registers, spills, shared memory.
 
 python benchmarks/aot_check.py [BP=64 BN=64 Q=64 num_warps=4 num_stages=2 dtype=bf16 maxnreg=N
-                                 pre=0|1 factor=0|1 atomic=0|1 sass=1 dump=FILE only=fwd+bwd1+...]
+                                 pre=0|1 factor=0|1 atomic=0|1 factored=0|1 sass=1 dump=FILE only=fwd+bwd1+...]
 """
 import sys
 
@@ -32,10 +32,10 @@ def sig_of(fn, ptr_args, int_args):
     return sig
 
 
-common_flags = dict(HAS_DT=True, DT_SOFTPLUS=False, HAS_DTB=False, HAS_D=True, D_PER_P=False,
+common_flags = dict(FACTORED=bool(opts.get("factored", 1)), HAS_DT=True, DT_SOFTPLUS=False, HAS_DTB=False, HAS_D=True, D_PER_P=False,
                     HAS_Z=False, HAS_SEQ=False, Q=opts["Q"], BP=opts["BP"], BN=opts["BN"],
                     PREC="tf32", CLAMP_C=K.CLAMP, PRE=bool(opts.get("pre", 0)),
-                    FACTOR=bool(opts.get("factor", 1)), FAST=bool(opts.get("fast", 1)), ATOMIC=bool(opts.get("atomic", 0)))
+                    FACTOR=bool(opts.get("factor", 1)), FAST=True, ATOMIC=bool(opts.get("atomic", 0)))
 P = f"*{dt}"
 F = "*fp32"
 kernels = {
@@ -45,12 +45,12 @@ kernels = {
             dict(HAS_H0=False, STORE_HT=True)),
     "bwd1": (K.ssd_bwd_fwdsweep_kernel,
              dict(x_ptr=P, dt_ptr=F, A_ptr=F, dtb_ptr=F, B_ptr=P, C_ptr=P, D_ptr=F, z_ptr=P,
-                  h0_ptr=F, seq_ptr="*i32", dy_ptr=P, dec_ptr=F, etot_ptr=F, dhT_ptr=F, dC_ptr=F,
+                  h0_ptr=F, seq_ptr="*i32", dy_ptr=P, dec_ptr=F, etot_ptr=F, fast_ptr="*i8", dhT_ptr=F, dC_ptr=F,
                   r1_ptr=F, dz_ptr=P, dD_ptr=F, st_ptr=P),
              dict(HAS_H0=False, HAS_DHT=False)),
     "bwd2": (K.ssd_bwd_revsweep_kernel,
              dict(x_ptr=P, dt_ptr=F, A_ptr=F, dtb_ptr=F, B_ptr=P, C_ptr=P, D_ptr=F, z_ptr=P,
-                  seq_ptr="*i32", dy_ptr=P, dhT_ptr=F, dec_ptr=F, etot_ptr=F, st_ptr=P, r1_ptr=F,
+                  seq_ptr="*i32", dy_ptr=P, dhT_ptr=F, dec_ptr=F, etot_ptr=F, fast_ptr="*i8", st_ptr=P, r1_ptr=F,
                   dx_ptr=P, dB_ptr=F, dla_ptr=F, q_ptr=F, dh0_ptr=F),
              dict(HAS_DHT=False, STORE_DH0=False)),
     "states_fwd": (K.ssd_states_fwd_kernel,

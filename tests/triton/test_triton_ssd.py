@@ -235,9 +235,16 @@ def test_factored_and_exact_programs_in_one_call(monkeypatch, fast):
     B = torch.randn(b, T, g, n, generator=gen)
     C = torch.randn(b, T, g, n, generator=gen)
     h0 = torch.randn(b, h, p, n, generator=gen)
+    x, la, B, C, h0 = [t.requires_grad_(True) for t in (x, la, B, C, h0)]
     y, hT = ssd(x, la, B, C, initial_state=h0, chunk_size=Q, return_final_state=True)
     yr, sr = naive.ssd_reference(x, la, B, C, initial_state=h0)
     assert rel(y, yr) < 1e-5 and rel(hT, sr) < 1e-5
     for i in range(b):
         for j in range(h):
             assert rel(y[i, :, j], yr[i, :, j]) < 1e-5, (i, j)
+    gy, gs = torch.randn_like(y), torch.randn_like(hT)
+    leaves = (x, la, B, C, h0)
+    got = torch.autograd.grad((y * gy).sum() + (hT * gs).sum(), leaves)
+    want = torch.autograd.grad((yr * gy.double()).sum() + (sr * gs.double()).sum(), leaves)
+    for nm, a, w in zip("x la B C h0".split(), got, want):
+        assert rel(a, torch.nan_to_num(w, nan=0.0)) < 2e-5, nm

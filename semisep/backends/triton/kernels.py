@@ -190,60 +190,11 @@ def _decay_tile(hi, lo, offs_q, TRANSPOSED: tl.constexpr):
 
 
 @triton.jit
-def _fwd_chunk(c, S, x_base, y_base, z_base, B_base, C_base, dec_ptr, etot_ptr, BH, n_chunks,
-               dt_ptr, A_ptr, dtb_ptr, seq_ptr, b64, h, H, G, T, P, N,
-               offs_q, offs_p, offs_n, Dv,
-               HAS_DT: tl.constexpr, DT_SOFTPLUS: tl.constexpr, HAS_DTB: tl.constexpr,
-               HAS_D: tl.constexpr, D_PER_P: tl.constexpr, HAS_Z: tl.constexpr,
-               HAS_SEQ: tl.constexpr, PREC: tl.constexpr, CLAMP_C: tl.constexpr,
-               PRE: tl.constexpr, FACTOR: tl.constexpr, FACTORED: tl.constexpr):
-    """One chunk of the forward: store its y, return the state after it.
-
-    FACTORED (every chunk of this program decays by more than FACTOR_MIN): the decay tile is
-    ``L = diag(exp(l)) 1_lower diag(exp(-l))`` and ``exp(l_end - l) = exp(l_end) exp(-l)``,
-    so one scaled copy of x, ``u = xs exp(-l)``, serves both products and no Q x Q decay
-    tile is formed. Otherwise the tile of :func:`_L_tile`.
-    """
-    dtype = x_base.dtype.element_ty
-    t = c * offs_q.shape[0] + offs_q.to(tl.int64)
-    mask_t = t < T
-    mask_p = offs_p < P
-    mask_n = offs_n < N
-    dtv, hi, lo, e_in, to_end, e_tot, inv = _decays_all(
-        PRE, dec_ptr, etot_ptr, BH, n_chunks, c, dt_ptr, A_ptr, dtb_ptr, seq_ptr, b64, h, H, T,
-        t, HAS_DT, DT_SOFTPLUS, HAS_DTB, HAS_SEQ, CLAMP_C)
-    m_tp = mask_t[:, None] & mask_p[None, :]
-    m_tn = mask_t[:, None] & mask_n[None, :]
-    x = tl.load(x_base + t[:, None] * (H * P) + offs_p[None, :], mask=m_tp, other=0.0)
-    Bt = tl.load(B_base + t[:, None] * (G * N) + offs_n[None, :], mask=m_tn, other=0.0)
-    Ct = tl.load(C_base + t[:, None] * (G * N) + offs_n[None, :], mask=m_tn, other=0.0)
-    Gm = tl.dot(Ct, tl.trans(Bt), input_precision=PREC)
-    acc = tl.dot(Ct, tl.trans(S.to(dtype)), input_precision=PREC)
-    if FACTORED:
-        u = (x.to(tl.float32) * (dtv * inv)[:, None]).to(dtype)
-        W = tl.where(offs_q[:, None] >= offs_q[None, :], Gm, 0.0).to(dtype)
-        acc = tl.dot(W, u, acc, input_precision=PREC) * e_in[:, None]
-        S = tl.dot(tl.trans(u), Bt, S, input_precision=PREC) * e_tot
-    else:
-        if HAS_DT:
-            xs = (x.to(tl.float32) * dtv[:, None]).to(dtype)
-        else:
-            xs = x
-        W = (Gm * _L_tile(hi, lo, e_in, inv, e_tot, offs_q, False, FACTOR)).to(dtype)
-        acc = tl.dot(W, xs, acc * e_in[:, None], input_precision=PREC)
-        xd = (x.to(tl.float32) * (dtv * to_end)[:, None]).to(dtype)
-        S = tl.dot(tl.trans(xd), Bt, S * e_tot, input_precision=PREC)
-    if HAS_D:
-        if D_PER_P:
-            acc += x.to(tl.float32) * Dv[None, :]
-        else:
-            acc += x.to(tl.float32) * Dv
-    if HAS_Z:
-        zz = tl.load(z_base + t[:, None] * (H * P) + offs_p[None, :], mask=m_tp,
-                     other=0.0).to(tl.float32)
-        acc = acc * zz * tl.sigmoid(zz)
-    tl.store(y_base + t[:, None] * (H * P) + offs_p[None, :], acc.to(dtype), mask=m_tp)
-    return S
+def _skip(fast_ptr, pid_bh, FAST: tl.constexpr, FACTORED: tl.constexpr):
+    """Whether this program belongs to the other launch (see :func:`ssd_fwd_kernel`)."""
+    if FAST:
+        return (tl.load(fast_ptr + pid_bh) != 0) != FACTORED
+    return False
 
 
 @triton.jit
@@ -257,13 +208,21 @@ def ssd_fwd_kernel(
     HAS_SEQ: tl.constexpr, STORE_HT: tl.constexpr,
     Q: tl.constexpr, BP: tl.constexpr, BN: tl.constexpr, PREC: tl.constexpr,
     CLAMP_C: tl.constexpr, PRE: tl.constexpr = False, FACTOR: tl.constexpr = True,
-    FAST: tl.constexpr = False,
+    FAST: tl.constexpr = False, FACTORED: tl.constexpr = False,
 ):
-    """The forward; FAST: ``fast_ptr[b * H + h]`` (int8) says whether every chunk of this
-    program decays by more than FACTOR_MIN, and then the factored loop runs (a per-program
-    choice: a branch inside the loop, around the dots, defeats Triton's pipelining)."""
+    """The forward sweep.
+
+    FAST: ``fast_ptr[b * H + h]`` (int8) is 1 where every chunk of that (b, h) decays by
+    more than FACTOR_MIN; the kernel is then launched twice, FACTORED and not, and each
+    program runs in the launch that matches its flag. FACTORED: the decay tile is
+    ``L = diag(exp(l)) 1_lower diag(exp(-l))`` and ``exp(l_end - l) = exp(l_end) exp(-l)``,
+    so one scaled copy of x, ``u = xs exp(-l)``, serves both products and no Q x Q decay
+    tile is formed. (A per-chunk branch around the dots instead defeats Triton's pipelining.)
+    """
     pid_p = tl.program_id(0)
     pid_bh = tl.program_id(1)
+    if _skip(fast_ptr, pid_bh, FAST, FACTORED):
+        return
     b = pid_bh // H
     h = pid_bh % H
     grp = h // (H // G)
@@ -273,6 +232,7 @@ def ssd_fwd_kernel(
     offs_n = tl.arange(0, BN)
     mask_p = offs_p < P
     mask_n = offs_n < N
+    dtype = x_ptr.dtype.element_ty
 
     x_base = x_ptr + (b64 * T * H + h) * P
     y_base = y_ptr + (b64 * T * H + h) * P
@@ -286,7 +246,6 @@ def ssd_fwd_kernel(
         S = tl.load(h0_ptr + st_off, mask=st_mask, other=0.0).to(tl.float32)
     else:
         S = tl.zeros((BP, BN), dtype=tl.float32)
-    Dv = 0.0
     if HAS_D:
         if D_PER_P:
             Dv = tl.load(D_ptr + h * P + offs_p, mask=mask_p, other=0.0).to(tl.float32)
@@ -294,22 +253,43 @@ def ssd_fwd_kernel(
             Dv = tl.load(D_ptr + h).to(tl.float32)
 
     n_chunks = tl.cdiv(T, Q)
-    BH = tl.num_programs(1)
-    fast = False
-    if FAST:
-        fast = tl.load(fast_ptr + pid_bh) != 0
-    if fast:
-        for c in range(0, n_chunks):
-            S = _fwd_chunk(c, S, x_base, y_base, z_base, B_base, C_base, dec_ptr, etot_ptr, BH,
-                           n_chunks, dt_ptr, A_ptr, dtb_ptr, seq_ptr, b64, h, H, G, T, P, N,
-                           offs_q, offs_p, offs_n, Dv, HAS_DT, DT_SOFTPLUS, HAS_DTB, HAS_D,
-                           D_PER_P, HAS_Z, HAS_SEQ, PREC, CLAMP_C, PRE, FACTOR, True)
-    else:
-        for c in range(0, n_chunks):
-            S = _fwd_chunk(c, S, x_base, y_base, z_base, B_base, C_base, dec_ptr, etot_ptr, BH,
-                           n_chunks, dt_ptr, A_ptr, dtb_ptr, seq_ptr, b64, h, H, G, T, P, N,
-                           offs_q, offs_p, offs_n, Dv, HAS_DT, DT_SOFTPLUS, HAS_DTB, HAS_D,
-                           D_PER_P, HAS_Z, HAS_SEQ, PREC, CLAMP_C, PRE, FACTOR, False)
+    for c in range(0, n_chunks):
+        t = c * Q + offs_q.to(tl.int64)
+        mask_t = t < T
+        dtv, hi, lo, e_in, to_end, e_tot, inv = _decays_all(
+            PRE, dec_ptr, etot_ptr, tl.num_programs(1), n_chunks, c, dt_ptr, A_ptr, dtb_ptr,
+            seq_ptr, b64, h, H, T, t, HAS_DT, DT_SOFTPLUS, HAS_DTB, HAS_SEQ, CLAMP_C)
+        m_tp = mask_t[:, None] & mask_p[None, :]
+        m_tn = mask_t[:, None] & mask_n[None, :]
+        x = tl.load(x_base + t[:, None] * (H * P) + offs_p[None, :], mask=m_tp, other=0.0)
+        Bt = tl.load(B_base + t[:, None] * (G * N) + offs_n[None, :], mask=m_tn, other=0.0)
+        Ct = tl.load(C_base + t[:, None] * (G * N) + offs_n[None, :], mask=m_tn, other=0.0)
+        Gm = tl.dot(Ct, tl.trans(Bt), input_precision=PREC)
+        acc = tl.dot(Ct, tl.trans(S.to(dtype)), input_precision=PREC)
+        if FACTORED:
+            u = (x.to(tl.float32) * (dtv * inv)[:, None]).to(dtype)
+            W = tl.where(offs_q[:, None] >= offs_q[None, :], Gm, 0.0).to(dtype)
+            acc = tl.dot(W, u, acc, input_precision=PREC) * e_in[:, None]
+            S = tl.dot(tl.trans(u), Bt, S, input_precision=PREC) * e_tot
+        else:
+            if HAS_DT:
+                xs = (x.to(tl.float32) * dtv[:, None]).to(dtype)
+            else:
+                xs = x
+            W = (Gm * _L_tile(hi, lo, e_in, inv, e_tot, offs_q, False, FACTOR)).to(dtype)
+            acc = tl.dot(W, xs, acc * e_in[:, None], input_precision=PREC)
+            xd = (x.to(tl.float32) * (dtv * to_end)[:, None]).to(dtype)
+            S = tl.dot(tl.trans(xd), Bt, S * e_tot, input_precision=PREC)
+        if HAS_D:
+            if D_PER_P:
+                acc += x.to(tl.float32) * Dv[None, :]
+            else:
+                acc += x.to(tl.float32) * Dv
+        if HAS_Z:
+            zz = tl.load(z_base + t[:, None] * (H * P) + offs_p[None, :], mask=m_tp,
+                         other=0.0).to(tl.float32)
+            acc = acc * zz * tl.sigmoid(zz)
+        tl.store(y_base + t[:, None] * (H * P) + offs_p[None, :], acc.to(dtype), mask=m_tp)
 
     if STORE_HT:
         tl.store(hT_ptr + st_off, S.to(hT_ptr.dtype.element_ty), mask=st_mask)
@@ -318,7 +298,7 @@ def ssd_fwd_kernel(
 @triton.jit
 def ssd_bwd_fwdsweep_kernel(
     x_ptr, dt_ptr, A_ptr, dtb_ptr, B_ptr, C_ptr, D_ptr, z_ptr, h0_ptr, seq_ptr, dy_ptr,
-    dec_ptr, etot_ptr,
+    dec_ptr, etot_ptr, fast_ptr,
     dhT_ptr,
     dC_ptr, r1_ptr, dz_ptr, dD_ptr, st_ptr,
     T, H, G, P, N, NPB,
@@ -327,12 +307,15 @@ def ssd_bwd_fwdsweep_kernel(
     HAS_SEQ: tl.constexpr, HAS_DHT: tl.constexpr,
     Q: tl.constexpr, BP: tl.constexpr, BN: tl.constexpr, PREC: tl.constexpr,
     CLAMP_C: tl.constexpr, PRE: tl.constexpr = False, FACTOR: tl.constexpr = True,
-    ATOMIC: tl.constexpr = False,
+    ATOMIC: tl.constexpr = False, FAST: tl.constexpr = False, FACTORED: tl.constexpr = False,
 ):
     """Forward sweep of the backward: dC partial (per head, p-block), dz, dD partial,
-    r1off_i = dy_i . (exp(l_i) S_in C_i), and the state after each chunk (for <dS_out, S_out>)."""
+    r1off_i = dy_i . (exp(l_i) S_in C_i), and the state after each chunk (for <dS_out, S_out>).
+    FAST, FACTORED: as in :func:`ssd_fwd_kernel`."""
     pid_p = tl.program_id(0)
     pid_bh = tl.program_id(1)
+    if _skip(fast_ptr, pid_bh, FAST, FACTORED):
+        return
     b = pid_bh // H
     h = pid_bh % H
     grp = h // (H // G)
@@ -395,15 +378,24 @@ def ssd_bwd_fwdsweep_kernel(
             xs = (x.to(tl.float32) * dtv[:, None]).to(dtype)
         else:
             xs = x
-        L = _L_tile(hi, lo, e_in, inv, e_tot, offs_q, False, FACTOR)
+        if FACTORED:
+            # L_ij = e_in_i inv_j: with u = xs inv, (G o L) xs = e_in (G_lower u) and
+            # (M o L) B = e_in ((dy u^T)_lower B)
+            u = (x.to(tl.float32) * (dtv * inv)[:, None]).to(dtype)
+        else:
+            L = _L_tile(hi, lo, e_in, inv, e_tot, offs_q, False, FACTOR)
         if HAS_Z:
             zz = tl.load(z_base + t[:, None] * (H * P) + offs_p[None, :], mask=m_tp,
                          other=0.0).to(tl.float32)
             sz = tl.sigmoid(zz)
             # recompute y (pre-gate) for dz
             Gm = tl.dot(Ct, tl.trans(Bt), input_precision=PREC)
-            yv = tl.dot((Gm * L).to(dtype), xs, input_precision=PREC)
-            yv += tl.dot(Ct, tl.trans(S.to(dtype)), input_precision=PREC) * e_in[:, None]
+            yv = tl.dot(Ct, tl.trans(S.to(dtype)), input_precision=PREC)
+            if FACTORED:
+                Wl = tl.where(offs_q[:, None] >= offs_q[None, :], Gm, 0.0).to(dtype)
+                yv = tl.dot(Wl, u, yv, input_precision=PREC) * e_in[:, None]
+            else:
+                yv = tl.dot((Gm * L).to(dtype), xs, yv * e_in[:, None], input_precision=PREC)
             if HAS_D:
                 if D_PER_P:
                     yv += x.to(tl.float32) * Dv[None, :]
@@ -418,19 +410,27 @@ def ssd_bwd_fwdsweep_kernel(
         if HAS_D:
             dD_acc += tl.sum(dyp * x.to(tl.float32), axis=0)
         dyc = dyp.to(dtype)
-        M = tl.dot(dyc, tl.trans(xs), input_precision=PREC)
-        dCs = tl.dot(dyc, S.to(dtype), input_precision=PREC) * e_in[:, None]
-        dC = tl.dot((M * L).to(dtype), Bt, input_precision=PREC) + dCs
+        dCs = tl.dot(dyc, S.to(dtype), input_precision=PREC)          # dy_i S, before e_in
+        if FACTORED:
+            Mu = tl.dot(dyc, tl.trans(u), input_precision=PREC)      # dy_i . xs_j inv_j
+            Ml = tl.where(offs_q[:, None] >= offs_q[None, :], Mu, 0.0).to(dtype)
+            dC = tl.dot(Ml, Bt, dCs, input_precision=PREC) * e_in[:, None]
+        else:
+            M = tl.dot(dyc, tl.trans(xs), input_precision=PREC)
+            dC = tl.dot((M * L).to(dtype), Bt, dCs * e_in[:, None], input_precision=PREC)
         # r1off_i = dy_i . (exp(l_i) S_in C_i): the pairs (earlier chunk, i)
-        r1 = tl.sum(dCs * Ct.to(tl.float32), axis=1)
+        r1 = tl.sum(dCs * Ct.to(tl.float32), axis=1) * e_in
         if ATOMIC:
             tl.atomic_add(dC_base + t[:, None] * dC_rs + offs_n[None, :], dC, mask=m_tn,
                           sem="relaxed")
         else:
             tl.store(dC_base + t[:, None] * dC_rs + offs_n[None, :], dC, mask=m_tn)
         tl.store(r_base + t, r1, mask=mask_t)
-        xd = (xs.to(tl.float32) * to_end[:, None]).to(dtype)
-        S = S * e_tot + tl.dot(tl.trans(xd), Bt, input_precision=PREC)
+        if FACTORED:
+            S = tl.dot(tl.trans(u), Bt, S, input_precision=PREC) * e_tot
+        else:
+            xd = (xs.to(tl.float32) * to_end[:, None]).to(dtype)
+            S = tl.dot(tl.trans(xd), Bt, S * e_tot, input_precision=PREC)
         tl.store(st_base + st_loc, S.to(st_ptr.dtype.element_ty), mask=st_mask)
         st_base += P * N
 
@@ -441,7 +441,7 @@ def ssd_bwd_fwdsweep_kernel(
 @triton.jit
 def ssd_bwd_revsweep_kernel(
     x_ptr, dt_ptr, A_ptr, dtb_ptr, B_ptr, C_ptr, D_ptr, z_ptr, seq_ptr, dy_ptr, dhT_ptr,
-    dec_ptr, etot_ptr,
+    dec_ptr, etot_ptr, fast_ptr,
     st_ptr, r1_ptr,
     dx_ptr, dB_ptr, dla_ptr, q_ptr, dh0_ptr,
     T, H, G, P, N, NPB,
@@ -450,9 +450,10 @@ def ssd_bwd_revsweep_kernel(
     HAS_SEQ: tl.constexpr, HAS_DHT: tl.constexpr, STORE_DH0: tl.constexpr,
     Q: tl.constexpr, BP: tl.constexpr, BN: tl.constexpr, PREC: tl.constexpr,
     CLAMP_C: tl.constexpr, PRE: tl.constexpr = False, FACTOR: tl.constexpr = True,
-    ATOMIC: tl.constexpr = False,
+    ATOMIC: tl.constexpr = False, FAST: tl.constexpr = False, FACTORED: tl.constexpr = False,
 ):
     """dx, dB partial, the log-decay gradient (partial over p-blocks), q = x . dxs, d h0.
+    FAST, FACTORED: as in :func:`ssd_fwd_kernel`.
 
     ``dla_t = sum_{i >= t in the chunk} (r1 - r2)_i + <dS_out, S_out>`` with r2 = xs . dxs:
     the pairs (s < t <= t') inside the chunk plus all that cross the chunk's end, the latter
@@ -460,6 +461,8 @@ def ssd_bwd_revsweep_kernel(
     """
     pid_p = tl.program_id(0)
     pid_bh = tl.program_id(1)
+    if _skip(fast_ptr, pid_bh, FAST, FACTORED):
+        return
     b = pid_bh // H
     h = pid_bh % H
     grp = h // (H // G)
@@ -530,25 +533,44 @@ def ssd_bwd_revsweep_kernel(
             xs = (x.to(tl.float32) * dtv[:, None]).to(dtype)
         else:
             xs = x
-        Lt = _L_tile(hi, lo, e_in, inv, e_tot, offs_q, True, FACTOR)   # Lt[j, i] = L[i, j]
         Gt = tl.dot(Bt, tl.trans(Ct), input_precision=PREC)   # Gt[j, i] = C_i . B_j
-        Mt = tl.dot(xs, tl.trans(dyc), input_precision=PREC)  # Mt[j, i] = dy_i . xs_j
-        dSc = dS.to(dtype)
-        GL = Gt * Lt
-        dxs_st = tl.dot(Bt, tl.trans(dSc), input_precision=PREC) * to_end[:, None]
-        dxs = tl.dot(GL.to(dtype), dyc, input_precision=PREC) + dxs_st
-        dB = tl.dot((Mt * Lt).to(dtype), Ct, input_precision=PREC)
-        dB += tl.dot(xs, dSc, input_precision=PREC) * to_end[:, None]
-        xf = x.to(tl.float32)
-        q = tl.sum(dxs * xf, axis=1)
+        # log-decay gradient, chunk-local: the pairs (j < t <= i) inside the chunk (rows and
+        # columns of P^T[j, i] = G_ij L_ij M_ij, strictly lower: the diagonal crosses
+        # nothing), those that enter (r1off) or leave (r2off) the chunk, <dS_out, S_out>
+        strict = offs_q[None, :] > offs_q[:, None]             # i > j
+        if FACTORED:
+            # L_ij = e_in_i inv_j, to_end_j = e_tot inv_j: with v = dy e_in (also the dS
+            # update's operand) every term is inv_j times a product of unscaled tiles
+            low = offs_q[None, :] >= offs_q[:, None]
+            v = (dyp * e_in[:, None]).to(dtype)
+            Mvt = tl.dot(xs, tl.trans(v), input_precision=PREC)  # Mvt[j, i] = e_in_i M_ij
+            Pt = tl.where(strict, Gt * Mvt, 0.0) * inv[:, None]
+            rowP = tl.sum(Pt, axis=0)
+            colP = tl.sum(Pt, axis=1)
+            dSe = (dS * e_tot).to(dtype)
+            st = tl.dot(Bt, tl.trans(dSe), input_precision=PREC)
+            r2off = tl.sum(xs.to(tl.float32) * st, axis=1) * inv
+            dxs = tl.dot(tl.where(low, Gt, 0.0).to(dtype), v, st,
+                         input_precision=PREC) * inv[:, None]
+            dB = tl.dot(tl.where(low, Mvt, 0.0).to(dtype), Ct,
+                        tl.dot(xs, dSe, input_precision=PREC),
+                        input_precision=PREC) * inv[:, None]
+        else:
+            Lt = _L_tile(hi, lo, e_in, inv, e_tot, offs_q, True, FACTOR)   # Lt[j, i] = L[i, j]
+            Mt = tl.dot(xs, tl.trans(dyc), input_precision=PREC)  # Mt[j, i] = dy_i . xs_j
+            GL = Gt * Lt
+            Pt = tl.where(strict, GL * Mt, 0.0)
+            rowP = tl.sum(Pt, axis=0)
+            colP = tl.sum(Pt, axis=1)
+            dSc = dS.to(dtype)
+            dxs_st = tl.dot(Bt, tl.trans(dSc), input_precision=PREC) * to_end[:, None]
+            r2off = tl.sum(xs.to(tl.float32) * dxs_st, axis=1)
+            dxs = tl.dot(GL.to(dtype), dyc, dxs_st, input_precision=PREC)
+            dB = tl.dot((Mt * Lt).to(dtype), Ct,
+                        tl.dot(xs, dSc, input_precision=PREC) * to_end[:, None],
+                        input_precision=PREC)
+        q = tl.sum(dxs * x.to(tl.float32), axis=1)
         tl.store(q_base + t, q, mask=mask_t)
-        # log-decay gradient, chunk-local: pairs (j < t <= i) inside the chunk from the fp32
-        # tile P^T[j, i] = G_ij L_ij M_ij (strictly lower: the diagonal crosses nothing),
-        # plus the pairs that enter (r1off) or leave (r2off) the chunk, plus <dS_out, S_out>
-        Pt = tl.where(offs_q[None, :] > offs_q[:, None], GL * Mt, 0.0)
-        rowP = tl.sum(Pt, axis=0)
-        colP = tl.sum(Pt, axis=1)
-        r2off = tl.sum(xs.to(tl.float32) * dxs_st, axis=1)
         r1off = tl.load(r_base + t, mask=mask_t, other=0.0)
         S_out = tl.load(st_last - i * (P * N) + st_loc, mask=st_mask, other=0.0).to(tl.float32)
         cross = tl.sum(tl.sum(dS * S_out, axis=1), axis=0)
@@ -567,8 +589,11 @@ def ssd_bwd_revsweep_kernel(
                 dx += dyp * Dv
         tl.store(dx_base + t[:, None] * (H * P) + offs_p[None, :],
                  dx.to(dx_ptr.dtype.element_ty), mask=m_tp)
-        dyd = (dyp * e_in[:, None]).to(dtype)
-        dS = dS * e_tot + tl.dot(tl.trans(dyd), Ct, input_precision=PREC)
+        if FACTORED:
+            dS = tl.dot(tl.trans(v), Ct, dS * e_tot, input_precision=PREC)
+        else:
+            dyd = (dyp * e_in[:, None]).to(dtype)
+            dS = tl.dot(tl.trans(dyd), Ct, dS * e_tot, input_precision=PREC)
 
     if STORE_DH0:
         tl.store(dh0_ptr + st_off, dS.to(dh0_ptr.dtype.element_ty), mask=st_mask)
