@@ -190,17 +190,24 @@ def _decay_tile(hi, lo, offs_q, TRANSPOSED: tl.constexpr):
 
 
 @triton.jit
-def _skip(fast_ptr, pid_bh, FAST: tl.constexpr, FACTORED: tl.constexpr):
-    """Whether this program belongs to the other launch (see :func:`ssd_fwd_kernel`)."""
+def _skip(etot_ptr, pid_bh, NC, FAST: tl.constexpr, FACTORED: tl.constexpr):
+    """Whether this program belongs to the other launch (see :func:`ssd_fwd_kernel`): its row
+    of the pre-pass's chunk decays ``etot`` says whether every chunk is above FACTOR_MIN."""
     if FAST:
-        return (tl.load(fast_ptr + pid_bh) != 0) != FACTORED
+        row = etot_ptr + pid_bh.to(tl.int64) * NC
+        offs = tl.arange(0, 1024)
+        least = tl.min(tl.load(row + offs, mask=offs < NC, other=1.0), axis=0)
+        for c0 in range(1024, NC, 1024):
+            e = tl.load(row + c0 + offs, mask=c0 + offs < NC, other=1.0)
+            least = tl.minimum(least, tl.min(e, axis=0))
+        return (least > FACTOR_MIN) != FACTORED
     return False
 
 
 @triton.jit
 def ssd_fwd_kernel(
     x_ptr, dt_ptr, A_ptr, dtb_ptr, B_ptr, C_ptr, D_ptr, z_ptr, h0_ptr, seq_ptr,
-    dec_ptr, etot_ptr, fast_ptr,
+    dec_ptr, etot_ptr,
     y_ptr, hT_ptr,
     T, H, G, P, N,
     HAS_DT: tl.constexpr, DT_SOFTPLUS: tl.constexpr, HAS_DTB: tl.constexpr,
@@ -212,16 +219,16 @@ def ssd_fwd_kernel(
 ):
     """The forward sweep.
 
-    FAST: ``fast_ptr[b * H + h]`` (int8) is 1 where every chunk of that (b, h) decays by
-    more than FACTOR_MIN; the kernel is then launched twice, FACTORED and not, and each
-    program runs in the launch that matches its flag. FACTORED: the decay tile is
+    FAST (needs PRE): the kernel is launched twice, FACTORED and not, and each program runs
+    in the launch that matches whether every chunk of its (b, h) decays by more than
+    FACTOR_MIN. FACTORED: the decay tile is
     ``L = diag(exp(l)) 1_lower diag(exp(-l))`` and ``exp(l_end - l) = exp(l_end) exp(-l)``,
     so one scaled copy of x, ``u = xs exp(-l)``, serves both products and no Q x Q decay
     tile is formed. (A per-chunk branch around the dots instead defeats Triton's pipelining.)
     """
     pid_p = tl.program_id(0)
     pid_bh = tl.program_id(1)
-    if _skip(fast_ptr, pid_bh, FAST, FACTORED):
+    if _skip(etot_ptr, pid_bh, tl.cdiv(T, Q), FAST, FACTORED):
         return
     b = pid_bh // H
     h = pid_bh % H
@@ -298,7 +305,7 @@ def ssd_fwd_kernel(
 @triton.jit
 def ssd_bwd_fwdsweep_kernel(
     x_ptr, dt_ptr, A_ptr, dtb_ptr, B_ptr, C_ptr, D_ptr, z_ptr, h0_ptr, seq_ptr, dy_ptr,
-    dec_ptr, etot_ptr, fast_ptr,
+    dec_ptr, etot_ptr,
     dhT_ptr,
     dC_ptr, r1_ptr, dz_ptr, dD_ptr, st_ptr,
     T, H, G, P, N, NPB,
@@ -314,7 +321,7 @@ def ssd_bwd_fwdsweep_kernel(
     FAST, FACTORED: as in :func:`ssd_fwd_kernel`."""
     pid_p = tl.program_id(0)
     pid_bh = tl.program_id(1)
-    if _skip(fast_ptr, pid_bh, FAST, FACTORED):
+    if _skip(etot_ptr, pid_bh, tl.cdiv(T, Q), FAST, FACTORED):
         return
     b = pid_bh // H
     h = pid_bh % H
@@ -441,7 +448,7 @@ def ssd_bwd_fwdsweep_kernel(
 @triton.jit
 def ssd_bwd_revsweep_kernel(
     x_ptr, dt_ptr, A_ptr, dtb_ptr, B_ptr, C_ptr, D_ptr, z_ptr, seq_ptr, dy_ptr, dhT_ptr,
-    dec_ptr, etot_ptr, fast_ptr,
+    dec_ptr, etot_ptr,
     st_ptr, r1_ptr,
     dx_ptr, dB_ptr, dla_ptr, q_ptr, dh0_ptr,
     T, H, G, P, N, NPB,
@@ -461,7 +468,7 @@ def ssd_bwd_revsweep_kernel(
     """
     pid_p = tl.program_id(0)
     pid_bh = tl.program_id(1)
-    if _skip(fast_ptr, pid_bh, FAST, FACTORED):
+    if _skip(etot_ptr, pid_bh, tl.cdiv(T, Q), FAST, FACTORED):
         return
     b = pid_bh // H
     h = pid_bh % H

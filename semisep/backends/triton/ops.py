@@ -7,7 +7,6 @@ Public entry points: :func:`ssd` (chunked SSD, differentiable, torch.compile-abl
 from __future__ import annotations
 
 import contextlib
-import math
 import os
 from typing import Optional
 
@@ -42,7 +41,9 @@ def pick_config(p: int, n: int, chunk_size: Optional[int], dtype, kind: str = "f
         Q = chunk_size
     else:
         Q = 64 if BN <= 64 else 32
-    return _overridden(dict(Q=Q, BP=BP, BN=BN, num_warps=4, num_stages=2),
+    # 3 stages: the forward's loads run further ahead (H200 run 9: -10 % at T = 16K)
+    stages = 3 if kind == "fwd" else 2
+    return _overridden(dict(Q=Q, BP=BP, BN=BN, num_warps=4, num_stages=stages),
                        f"SEMISEP_TRITON_{kind.upper()}")
 
 
@@ -216,59 +217,47 @@ def _fwd(x, dtla, A, B, C, D, z, dt_bias, h0, seq_idx, has_dt, dt_softplus, chun
     with _device_ctx(x):
         dec, etot = _pre_decays(pre, x, dtla, A, dt_bias, seq_idx, has_dt, dt_softplus,
                                 cfg["Q"])
-        fast = _fast_programs(etot.amin(dim=1) > K.FACTOR_MIN.value, x.dtype) if pre else None
+        fast = _fast(x.dtype, pre)
         for factored in _launches(fast):
             K.ssd_fwd_kernel[grid](
                 x, dtla, A if A is not None else d, dt_bias if dt_bias is not None else d, B, C,
                 D if D is not None else d, z if z is not None else d,
                 h0 if h0 is not None else d, seq_idx if seq_idx is not None else d, dec, etot,
-                fast if fast is not None else d, y, hT,
+                y, hT,
                 T, h, g, p, n,
                 HAS_DT=has_dt, DT_SOFTPLUS=dt_softplus, HAS_DTB=dt_bias is not None,
                 HAS_D=D is not None, D_PER_P=D is not None and D.dim() == 2,
                 HAS_Z=z is not None, HAS_H0=h0 is not None, HAS_SEQ=seq_idx is not None,
                 STORE_HT=True, Q=cfg["Q"], BP=cfg["BP"], BN=cfg["BN"], PREC=_prec(x.dtype),
-                CLAMP_C=K.CLAMP, PRE=pre, FACTOR=_factor("fwd"), FAST=fast is not None,
+                CLAMP_C=K.CLAMP, PRE=pre, FACTOR=_factor("fwd"), FAST=fast,
                 FACTORED=factored, **_launch_opts(cfg))
     return y, hT
 
 
-# Defaults from the H200 run of 2026-11-29 10:25 (benchmarks/NOTES.md, run 5): the forward is
-# fastest with the decay pre-pass and the per-entry decay tile, the backward sweeps without the
-# pre-pass and with the factorized tile. The environment overrides both directions.
-_DEFAULTS = {"fwd": dict(pre="1", factor="0"), "bwd": dict(pre="0", factor="1")}
+# Defaults from the H200 runs (benchmarks/NOTES.md, runs 5 and 9): the decay pre-pass in both
+# directions (the factored loops need its chunk decays); in the exact loop, the per-entry decay
+# tile forward and the factorized tile backward. The environment overrides both directions.
+_DEFAULTS = {"fwd": dict(pre="1", factor="0"), "bwd": dict(pre="1", factor="1")}
 
 
 def _factor(kind: str = "fwd") -> bool:
     return os.environ.get("SEMISEP_TRITON_FACTOR", _DEFAULTS[kind]["factor"]) == "1"
 
 
-def _fast_programs(every_chunk_mild, dtype):
-    """int8 per (batch, head) from a bool tensor: 1 where the factored loop may run.
+def _fast(dtype, pre: bool) -> bool:
+    """Whether the sweeps run their factored loop where every chunk of a (b, h) decays by
+    more than ``kernels.FACTOR_MIN`` (read from the pre-pass's chunk decays).
 
-    ``every_chunk_mild``: every chunk of that (b, h) decays by more than
-    ``kernels.FACTOR_MIN``. None (the exact loop everywhere) for float16, whose range the
-    factored operands ``x exp(-l)`` (up to ``2^64 |x|``) exceed, or when
-    ``SEMISEP_TRITON_FAST=0`` (experiments).
+    Not for float16, whose range the factored operands ``x exp(-l)`` (up to ``2^64 |x|``)
+    exceed; ``SEMISEP_TRITON_FAST=0`` turns it off (experiments).
     """
-    if dtype == torch.float16 or os.environ.get("SEMISEP_TRITON_FAST", "1") != "1":
-        return None
-    return every_chunk_mild.to(torch.int8)
+    return (pre and dtype != torch.float16
+            and os.environ.get("SEMISEP_TRITON_FAST", "1") == "1")
 
 
-def _mild_programs(la, Q):
-    """bool per (batch, head): every chunk of ``Q`` steps of ``la`` (b, T, h) decays by more
-    than ``kernels.FACTOR_MIN`` (log-decays clamped as the kernels clamp them)."""
-    b, T, h = la.shape
-    nc = triton.cdiv(T, Q)
-    la = torch.nn.functional.pad(la.clamp_min(-K.CLAMP), (0, 0, 0, nc * Q - T))
-    tot = la.view(b, nc, Q, h).sum(2)
-    return (tot.amin(1) > math.log(K.FACTOR_MIN.value)).reshape(b * h)
-
-
-def _launches(fast):
-    """The FACTORED values to launch a sweep with: both when there are per-program flags."""
-    return (True, False) if fast is not None else (False,)
+def _launches(fast: bool):
+    """The FACTORED values to launch a sweep with: both when programs choose (``fast``)."""
+    return (True, False) if fast else (False,)
 
 
 def _pre(kind: str = "fwd") -> bool:
@@ -312,7 +301,7 @@ def _effective_la(dtla, A, dt_bias, seq_idx, has_dt, dt_softplus):
 
 
 def _bwd_v1(dy, dhT, x, dtla, A, B, C, D, z, dt_bias, h0, seq_idx, has_dt, dt_softplus,
-            chunk_size, need_dh0, fp32_states, la):
+            chunk_size, need_dh0, fp32_states):
     """Two sweeps carrying the state and its adjoint (the default; SEMISEP_TRITON_BWD_VERSION=1)."""
     b, T, h, p = x.shape
     g, n = B.shape[2], B.shape[3]
@@ -350,23 +339,23 @@ def _bwd_v1(dy, dhT, x, dtla, A, B, C, D, z, dt_bias, h0, seq_idx, has_dt, dt_so
                  HAS_Z=z is not None, HAS_SEQ=seq_idx is not None, HAS_DHT=dhT is not None,
                  Q=cfg["Q"], BP=BP, BN=cfg["BN"], PREC=_prec(x.dtype), CLAMP_C=K.CLAMP)
     pre = _pre("bwd")
-    fast = _fast_programs(_mild_programs(la, cfg["Q"]), x.dtype)
+    fast = _fast(x.dtype, pre)
     if T > 0:
         with _device_ctx(x):
             dec, etot = _pre_decays(pre, x, dtla, A, dt_bias, seq_idx, has_dt, dt_softplus,
                                     cfg["Q"])
-            flags.update(PRE=pre, FACTOR=_factor("bwd"), ATOMIC=atomic, FAST=fast is not None)
+            flags.update(PRE=pre, FACTOR=_factor("bwd"), ATOMIC=atomic, FAST=fast)
             for factored in _launches(fast):
                 K.ssd_bwd_fwdsweep_kernel[grid](
                     x, dtla, o(A), o(dt_bias), Bx, Cx, o(D), o(z), o(h0), o(seq_idx), dy,
-                    dec, etot, o(fast), o(dhT),
+                    dec, etot, o(dhT),
                     dC_part, r1, o(dz), o(dD_part), states,
                     T, h, g, p, n, npb, HAS_H0=h0 is not None, FACTORED=factored, **flags,
                     **_launch_opts(cfg))
             for factored in _launches(fast):
                 K.ssd_bwd_revsweep_kernel[grid](
                     x, dtla, o(A), o(dt_bias), Bx, Cx, o(D), o(z), o(seq_idx), dy, o(dhT),
-                    dec, etot, o(fast), states, r1, dx, dB_part, dla_part, qd, o(dh0),
+                    dec, etot, states, r1, dx, dB_part, dla_part, qd, o(dh0),
                     T, h, g, p, n, npb, STORE_DH0=need_dh0, FACTORED=factored, **flags,
                     **_launch_opts(cfg))
     else:
@@ -389,7 +378,7 @@ def _bwd_v1(dy, dhT, x, dtla, A, B, C, D, z, dt_bias, h0, seq_idx, has_dt, dt_so
 
 
 def _bwd_v2(dy, dhT, x, dtla, A, B, C, D, z, dt_bias, h0, seq_idx, has_dt, dt_softplus,
-            chunk_size, need_dh0, fp32_states, la=None):
+            chunk_size, need_dh0, fp32_states):
     """States sweep, adjoint-states sweep, then all gradients per chunk in parallel."""
     b, T, h, p = x.shape
     g, n = B.shape[2], B.shape[3]
@@ -449,10 +438,10 @@ def _bwd(dy, dhT, x, dtla, A, B, C, D, z, dt_bias, h0, seq_idx, has_dt, dt_softp
          chunk_size, need_dh0, fp32_states):
     b, T, h, p = x.shape
     fn = _bwd_v2 if os.environ.get("SEMISEP_TRITON_BWD_VERSION", "1") == "2" else _bwd_v1
-    dte, raw, la = _effective_la(dtla, A, dt_bias, seq_idx, has_dt, dt_softplus)
     dx, dz, dla, qsum, dB32, dC32, dD_part, dh0 = fn(
         dy, dhT, x, dtla, A, B, C, D, z, dt_bias, h0, seq_idx, has_dt, dt_softplus,
-        chunk_size, need_dh0, fp32_states, la)
+        chunk_size, need_dh0, fp32_states)
+    dte, raw, la = _effective_la(dtla, A, dt_bias, seq_idx, has_dt, dt_softplus)
     dla = dla.transpose(1, 2).contiguous()                         # b T h
     dla = dla.masked_fill(la < -K.CLAMP, 0.0)
     dA = ddtb = None
