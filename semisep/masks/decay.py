@@ -48,7 +48,8 @@ def decay_scan(be, gamma, x, stride: int = 1, initial=None):
         if initial is None:
             carry = be.zeros(batch + (1, m), like=y)
         else:
-            batch = tuple(be.broadcast_shapes(batch, tuple(initial.shape[:-2])))
+            if tuple(initial.shape[:-2]) != batch:
+                batch = tuple(be.broadcast_shapes(batch, tuple(initial.shape[:-2])))
             carry = be.broadcast_to(initial, batch + (1, m))
         if nc > 1:
             ends = be.broadcast_to(y[..., :-1, q - 1, :], batch + (nc - 1, m))
