@@ -53,21 +53,9 @@ kernels = {
                   seq_ptr="*i32", dy_ptr=P, dhT_ptr=F, dec_ptr=F, etot_ptr=F, st_ptr=P, r1_ptr=F,
                   dx_ptr=P, dB_ptr=F, dla_ptr=F, q_ptr=F, dh0_ptr=F),
              dict(HAS_DHT=False, STORE_DH0=False)),
-    "states_fwd": (K.ssd_states_fwd_kernel,
-                   dict(x_ptr=P, dt_ptr=F, A_ptr=F, dtb_ptr=F, B_ptr=P, h0_ptr=F, seq_ptr="*i32",
-                        st_ptr=P, hT_ptr=F), dict(HAS_H0=False, STORE_HT=True)),
-    "fwd_chunk": (K.ssd_fwd_chunk_kernel,
-                  dict(x_ptr=P, dt_ptr=F, A_ptr=F, dtb_ptr=F, B_ptr=P, C_ptr=P, D_ptr=F, z_ptr=P,
-                       seq_ptr="*i32", st_ptr=P, y_ptr=P), {}),
-    "states_bwd": (K.ssd_states_bwd_kernel,
-                   dict(dy_ptr=P, z_ptr=P, dt_ptr=F, A_ptr=F, dtb_ptr=F, C_ptr=P, seq_ptr="*i32",
-                        dhT_ptr=F, dst_ptr=P, dh0_ptr=F),
-                   dict(HAS_DHT=False, STORE_DH0=False)),
-    "bwd_chunk": (K.ssd_bwd_chunk_kernel,
-                  dict(x_ptr=P, dt_ptr=F, A_ptr=F, dtb_ptr=F, B_ptr=P, C_ptr=P, D_ptr=F, z_ptr=P,
-                       seq_ptr="*i32", dy_ptr=P, st_ptr=P, dst_ptr=P, dx_ptr=P, dz_ptr=P,
-                       dB_ptr=F, dC_ptr=F, dla_ptr=F, q_ptr=F, dD_ptr=F), {}),
 }
+
+
 def resource_report(cubin):
     import os
     import re

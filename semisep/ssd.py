@@ -44,7 +44,7 @@ def ssd(x, log_a=None, B=None, C=None, *, chunk_size: int | None = None, initial
         exactly the per-sequence results (an initial state feeds the first one).
     algorithm : {"auto", "recurrent", "quadratic", "chunked"}
     fp32_states : bool
-        Keep the states that the Triton kernels store between chunks in float32
+        Keep the states that the Triton backward stores per chunk in float32
         rather than in x's dtype (more memory traffic, less rounding for
         bf16/fp16 inputs). The torch and numpy backends always keep states in
         the compute dtype (float32 or float64), so for them this changes nothing.

@@ -35,9 +35,8 @@ def make(b=2, T=37, h=4, p=8, g=2, n=16, dtype=torch.float32, seed=0, resets=Tru
                 dtb=r(h) * 0.5)
 
 
-@pytest.mark.parametrize("Q,version", [(16, "1"), (32, "1"), (16, "2")])
-def test_forward_log_a_resets_initial_state(monkeypatch, Q, version):
-    monkeypatch.setenv("SEMISEP_TRITON_FWD_VERSION", version)
+@pytest.mark.parametrize("Q", [16, 32])
+def test_forward_log_a_resets_initial_state(Q):
     d = make()
     y, hT = ssd(d["x"], d["la"], d["B"], d["C"], initial_state=d["h0"], chunk_size=Q,
                 return_final_state=True)
@@ -60,13 +59,10 @@ def test_forward_mamba2_extras():
     assert rel(y[:1, 10:30], y1) < 1e-6
 
 
-@pytest.mark.parametrize("fwd_version,bwd_version,pre,deterministic",
-                         [("1", "1", "1", False), ("2", "2", "0", False), ("1", "1", "0", True)])
-def test_backward_all_inputs(monkeypatch, fwd_version, bwd_version, pre, deterministic):
+@pytest.mark.parametrize("pre,deterministic", [("1", False), ("0", True)])
+def test_backward_all_inputs(monkeypatch, pre, deterministic):
     # deterministic: dB, dC from per-head partials instead of atomic adds
     monkeypatch.setattr(torch, "are_deterministic_algorithms_enabled", lambda: deterministic)
-    monkeypatch.setenv("SEMISEP_TRITON_FWD_VERSION", fwd_version)
-    monkeypatch.setenv("SEMISEP_TRITON_BWD_VERSION", bwd_version)
     monkeypatch.setenv("SEMISEP_TRITON_PRE_DECAYS", pre)
     d = make(T=37)
     seq = torch.tensor([[0] * 20 + [1] * 17, [0] * 37], dtype=torch.int32)
@@ -100,14 +96,12 @@ def test_backward_log_a_with_resets():
         assert rel(a, w) < 2e-5, nm
 
 
-@pytest.mark.parametrize("fp32_states,version", [(False, "1"), (True, "1"), (True, "2")])
-def test_half_forward_backward(monkeypatch, fp32_states, version):
+@pytest.mark.parametrize("fp32_states", [False, True])
+def test_half_forward_backward(fp32_states):
     # fp16: the interpreter's bfloat16 arithmetic is not faithful (bf16 is checked on the GPU
-    # by benchmarks/gpu_ssd.py); the half-precision code path is the same. fp32_states runs the
-    # fp32 stored-state path of the v2 forward and both backward sweeps (its accuracy gain on
-    # bf16 is measured by benchmarks/gpu_ssd.py on the GPU, not here)
-    monkeypatch.setenv("SEMISEP_TRITON_FWD_VERSION", version)
-    monkeypatch.setenv("SEMISEP_TRITON_BWD_VERSION", version)
+    # by benchmarks/gpu_ssd.py); the half-precision code path is the same, but for the
+    # factored loops, which float16 never takes. fp32_states runs the fp32 stored-state path
+    # of the backward sweeps (its accuracy gain on bf16 is measured on the GPU, not here)
     d = make(T=33, dtype=torch.float16, resets=False)
     x, B, C = [t.clone().requires_grad_(True) for t in (d["x"], d["B"], d["C"])]
     y = ssd(x, None, B, C, dt=d["dt"].abs(), A=d["A"], D=d["D"], chunk_size=16,

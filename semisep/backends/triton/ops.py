@@ -154,52 +154,7 @@ def _dummy(x):
 # raw launchers
 # ---------------------------------------------------------------------------
 
-def _head_split(nc, b, g, hpg, target=1024):
-    hs = 1
-    while hs * 2 <= hpg and hpg % (hs * 2) == 0 and nc * b * g * hs < target:
-        hs *= 2
-    return hs
-
-
-def _fwd_v2(x, dtla, A, B, C, D, z, dt_bias, h0, seq_idx, has_dt, dt_softplus, chunk_size,
-            fp32_states):
-    """States sweep (light, sequential), then the outputs of all chunks in parallel."""
-    b, T, h, p = x.shape
-    g, n = B.shape[2], B.shape[3]
-    B = B.to(x.dtype)
-    C = C.to(x.dtype)
-    cfg = pick_config(p, n, None if chunk_size < 0 else chunk_size, x.dtype, "fwd")
-    cfg2 = _overridden(cfg, "SEMISEP_TRITON_FWD2")
-    Q, BP, BN = cfg["Q"], cfg["BP"], cfg["BN"]
-    nc = triton.cdiv(T, Q)
-    npb = triton.cdiv(p, BP)
-    st_dtype = torch.float32 if (x.dtype == torch.float32 or fp32_states) else x.dtype
-    states = torch.empty(b, h, nc, p, n, device=x.device, dtype=st_dtype)
-    hT = torch.empty(b, h, p, n, device=x.device, dtype=torch.float32)
-    y = torch.empty_like(x)
-    d = _dummy(x)
-    o = lambda t: t if t is not None else d  # noqa: E731
-    common = dict(HAS_DT=has_dt, DT_SOFTPLUS=dt_softplus, HAS_DTB=dt_bias is not None,
-                  HAS_SEQ=seq_idx is not None, Q=Q, BN=BN, PREC=_prec(x.dtype), CLAMP_C=K.CLAMP)
-    hs = _head_split(nc, b, g, h // g)
-    with _device_ctx(x):
-        K.ssd_states_fwd_kernel[(npb, b * h)](
-            x, dtla, o(A), o(dt_bias), B, o(h0), o(seq_idx), states, hT,
-            T, h, g, p, n, HAS_H0=h0 is not None, STORE_HT=True, BP=BP, **common,
-            **_launch_opts(cfg))
-        K.ssd_fwd_chunk_kernel[(nc, b, g * hs)](
-            x, dtla, o(A), o(dt_bias), B, C, o(D), o(z), o(seq_idx), states, y,
-            T, h, g, p, n, (h // g) // hs,
-            HAS_D=D is not None, D_PER_P=D is not None and D.dim() == 2, HAS_Z=z is not None,
-            BP=cfg2["BP"], **common, **_launch_opts(cfg2))
-    return y, hT
-
-
-def _fwd(x, dtla, A, B, C, D, z, dt_bias, h0, seq_idx, has_dt, dt_softplus, chunk_size,
-         fp32_states):
-    if x.shape[1] > 0 and os.environ.get("SEMISEP_TRITON_FWD_VERSION", "1") == "2":
-        return _fwd_v2(x, dtla, A, B, C, D, z, dt_bias, h0, seq_idx, has_dt, dt_softplus,
-                       chunk_size, fp32_states)
+def _fwd(x, dtla, A, B, C, D, z, dt_bias, h0, seq_idx, has_dt, dt_softplus, chunk_size):
     b, T, h, p = x.shape
     g, n = B.shape[2], B.shape[3]
     # B, C share x's dtype inside the dots
@@ -300,9 +255,9 @@ def _effective_la(dtla, A, dt_bias, seq_idx, has_dt, dt_softplus):
     return dte, raw, la
 
 
-def _bwd_v1(dy, dhT, x, dtla, A, B, C, D, z, dt_bias, h0, seq_idx, has_dt, dt_softplus,
+def _sweeps_bwd(dy, dhT, x, dtla, A, B, C, D, z, dt_bias, h0, seq_idx, has_dt, dt_softplus,
             chunk_size, need_dh0, fp32_states):
-    """Two sweeps carrying the state and its adjoint (the default; SEMISEP_TRITON_BWD_VERSION=1)."""
+    """The two backward sweeps: the state forward, then its adjoint backward."""
     b, T, h, p = x.shape
     g, n = B.shape[2], B.shape[3]
     Bx = B.to(x.dtype)
@@ -377,68 +332,10 @@ def _bwd_v1(dy, dhT, x, dtla, A, B, C, D, z, dt_bias, h0, seq_idx, has_dt, dt_so
     return dx, dz, dla, qsum, dB32, dC32, dDp, dh0
 
 
-def _bwd_v2(dy, dhT, x, dtla, A, B, C, D, z, dt_bias, h0, seq_idx, has_dt, dt_softplus,
-            chunk_size, need_dh0, fp32_states):
-    """States sweep, adjoint-states sweep, then all gradients per chunk in parallel."""
-    b, T, h, p = x.shape
-    g, n = B.shape[2], B.shape[3]
-    Bx = B.to(x.dtype)
-    Cx = C.to(x.dtype)
-    dy = dy.contiguous()
-    cfg = pick_config(p, n, None if chunk_size < 0 else chunk_size, x.dtype, "bwd")
-    cfg3 = _overridden(dict(cfg, num_warps=8), "SEMISEP_TRITON_BWD3")
-    Q, BP, BN = cfg["Q"], cfg["BP"], cfg["BN"]
-    npb = triton.cdiv(p, BP)
-    nc = triton.cdiv(T, Q)
-    f32 = dict(device=x.device, dtype=torch.float32)
-    st_dtype = torch.float32 if (x.dtype == torch.float32 or fp32_states) else x.dtype
-    states = torch.empty(b, h, nc, p, n, device=x.device, dtype=st_dtype)
-    dstates = torch.empty(b, h, nc, p, n, device=x.device, dtype=st_dtype)
-    hpg = h // g
-    hs = _head_split(nc, b, g, hpg)
-    dB_part = torch.empty(hs, b, T, g, n, **f32)
-    dC_part = torch.empty(hs, b, T, g, n, **f32)
-    dla = torch.empty(b, h, T, **f32)
-    qd = torch.empty(b, h, T, **f32)
-    dz = torch.empty_like(z) if z is not None else None
-    dD_part = torch.empty(b, nc, h, p, **f32) if D is not None else None
-    dx = torch.empty_like(x)
-    dh0 = torch.empty(b, h, p, n, **f32) if need_dh0 else None
-    d = _dummy(x)
-    o = lambda t: t if t is not None else d  # noqa: E731
-    common = dict(HAS_DT=has_dt, DT_SOFTPLUS=dt_softplus, HAS_DTB=dt_bias is not None,
-                  HAS_SEQ=seq_idx is not None, Q=Q, BN=BN, PREC=_prec(x.dtype), CLAMP_C=K.CLAMP)
-    if T > 0:
-        with _device_ctx(x):
-            K.ssd_states_fwd_kernel[(npb, b * h)](
-                x, dtla, o(A), o(dt_bias), Bx, o(h0), o(seq_idx), states, d,
-                T, h, g, p, n, HAS_H0=h0 is not None, STORE_HT=False, BP=BP, **common,
-                **_launch_opts(cfg))
-            K.ssd_states_bwd_kernel[(npb, b * h)](
-                dy, o(z), dtla, o(A), o(dt_bias), Cx, o(seq_idx), o(dhT), dstates, o(dh0),
-                T, h, g, p, n, HAS_Z=z is not None, HAS_DHT=dhT is not None,
-                STORE_DH0=need_dh0, BP=BP, **common, **_launch_opts(cfg))
-            K.ssd_bwd_chunk_kernel[(nc, b, g * hs)](
-                x, dtla, o(A), o(dt_bias), Bx, Cx, o(D), o(z), o(seq_idx), dy, states, dstates,
-                dx, o(dz), dB_part, dC_part, dla, qd, o(dD_part),
-                T, h, g, p, n, hpg // hs,
-                HAS_D=D is not None, D_PER_P=D is not None and D.dim() == 2,
-                HAS_Z=z is not None, BP=cfg3["BP"], **common, **_launch_opts(cfg3))
-    else:
-        if need_dh0:
-            dh0.copy_(dhT if dhT is not None else torch.zeros_like(dh0))
-        for buf in (dla, qd, dB_part, dC_part):
-            buf.zero_()
-    del states, dstates
-    dDp = None if dD_part is None else dD_part.sum(1)
-    return dx, dz, dla, qd, dB_part.sum(0), dC_part.sum(0), dDp, dh0
-
-
 def _bwd(dy, dhT, x, dtla, A, B, C, D, z, dt_bias, h0, seq_idx, has_dt, dt_softplus,
          chunk_size, need_dh0, fp32_states):
     b, T, h, p = x.shape
-    fn = _bwd_v2 if os.environ.get("SEMISEP_TRITON_BWD_VERSION", "1") == "2" else _bwd_v1
-    dx, dz, dla, qsum, dB32, dC32, dD_part, dh0 = fn(
+    dx, dz, dla, qsum, dB32, dC32, dD_part, dh0 = _sweeps_bwd(
         dy, dhT, x, dtla, A, B, C, D, z, dt_bias, h0, seq_idx, has_dt, dt_softplus,
         chunk_size, need_dh0, fp32_states)
     dte, raw, la = _effective_la(dtla, A, dt_bias, seq_idx, has_dt, dt_softplus)
@@ -477,8 +374,8 @@ def _op_fwd(x: torch.Tensor, dtla: torch.Tensor, A: Optional[torch.Tensor], B: t
             dt_bias: Optional[torch.Tensor], h0: Optional[torch.Tensor],
             seq_idx: Optional[torch.Tensor], has_dt: bool, dt_softplus: bool,
             chunk_size: int, fp32_states: bool) -> tuple[torch.Tensor, torch.Tensor]:
-    return _fwd(x, dtla, A, B, C, D, z, dt_bias, h0, seq_idx, has_dt, dt_softplus, chunk_size,
-                fp32_states)
+    # fp32_states is for the backward (setup_context keeps it): the forward's state is fp32
+    return _fwd(x, dtla, A, B, C, D, z, dt_bias, h0, seq_idx, has_dt, dt_softplus, chunk_size)
 
 
 @_op_fwd.register_fake
@@ -553,8 +450,8 @@ def ssd(x, log_a=None, B=None, C=None, *, dt=None, A=None, D=None, z=None, dt_bi
     Either ``log_a`` ``(b, T, h)`` or ``dt`` ``(b, T, h)`` with ``A`` ``(h,)`` (then the
     kernels use ``log_a = dt * A`` and the input ``dt * x``). Returns ``y`` (x's dtype),
     or ``(y, final_state)`` with ``return_final_state`` (fp32 unless ``final_state_dtype``).
-    ``fp32_states`` stores the inter-chunk states the kernels pass to each other in fp32
-    rather than in x's dtype (fp32 inputs always do); accumulation is fp32 either way.
+    ``fp32_states`` stores the per-chunk states the backward keeps in fp32 rather than in x's
+    dtype (fp32 inputs always do); the forward's state and all accumulation are fp32 anyway.
     """
     if B is None or C is None:
         raise TypeError("ssd() needs B and C")
