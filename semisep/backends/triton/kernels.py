@@ -20,8 +20,15 @@ The fp64 prefix sums are split into ``hi + lo`` fp32 pairs, and
 ``l_i - l_j = (hi_i - hi_j) + (lo_i - lo_j)`` is then correct to fp32 rounding
 of the segment sum itself, for any magnitude: no cancellation, no NaN.
 
-Backward (default, "v1"): a decay pre-pass is optional; two sweeps, each recomputing
-what it needs:
+Factored loops: where every chunk of a (batch, head) decays by more than ``FACTOR_MIN``
+(2^-64), ``L = diag(exp(l)) 1_lower diag(exp(-l))`` and ``exp(l_end - l) = exp(l_end) exp(-l)``
+are products of fp32 normals, so each sweep scales its operands by ``exp(-l)`` / ``exp(l)`` once
+and masks ``G`` or ``M`` to the lower triangle instead of forming a Q x Q decay tile. The other
+(batch, head) pairs (resets, extreme decays, float16 inputs) run the exact loop. Each sweep is
+launched once per loop kind and a program runs in the launch its chunk decays pick
+(:func:`_skip`).
+
+Backward: a decay pre-pass (on by default); two sweeps, each recomputing what it needs:
 
 * forward sweep (carries S): ``dC = (M o L) B + exp(l) (dy S_in)`` with ``M = dy xs^T``,
   ``dz`` (recomputing y), ``dD``, ``r1off_i = dy_i . exp(l_i) S_in C_i`` and the state after

@@ -256,7 +256,7 @@ def _effective_la(dtla, A, dt_bias, seq_idx, has_dt, dt_softplus):
 
 
 def _sweeps_bwd(dy, dhT, x, dtla, A, B, C, D, z, dt_bias, h0, seq_idx, has_dt, dt_softplus,
-            chunk_size, need_dh0, fp32_states):
+                chunk_size, need_dh0, fp32_states):
     """The two backward sweeps: the state forward, then its adjoint backward."""
     b, T, h, p = x.shape
     g, n = B.shape[2], B.shape[3]
