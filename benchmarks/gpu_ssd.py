@@ -28,7 +28,7 @@ import torch
 REPO = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
 sys.path.insert(0, REPO)
 
-LOG = []
+LOG_PATH = []   # DIR/log.txt once main() knows DIR: every line is appended as it is logged
 
 
 def _ensure_semisep():
@@ -51,9 +51,12 @@ _ensure_semisep()
 
 
 def log(*a):
+    """Print and append to DIR/log.txt at once (a run cut by a time limit keeps its log)."""
     s = " ".join(str(x) for x in a)
-    LOG.append(s)
     print(s, flush=True)
+    if LOG_PATH:
+        with open(LOG_PATH[0], "a") as f:
+            f.write(s + "\n")
 
 
 # ---------------------------------------------------------------------------
@@ -134,6 +137,8 @@ def checks(results, quick=False):
         ok &= good
         log(f"  {'ok ' if good else 'BAD'} {name}: {val:.3e} (tol {tol:.0e})")
         results.setdefault("checks", {})[name] = val
+        if not good:
+            results.setdefault("checks_failed", []).append(f"{name}: {val:.3e} > {tol:.0e}")
 
     # 1. bf16 / fp32, forward and backward, against float64 chunked reference (full width)
     for dtype, tol, (b, T, h, p, g, n) in [
@@ -406,6 +411,7 @@ def main():
     ap.add_argument("--variants", nargs="*", default=["default:"])
     args = ap.parse_args()
     os.makedirs(args.out, exist_ok=True)
+    LOG_PATH.append(os.path.join(args.out, "log.txt"))
     import triton
     results = dict(device=torch.cuda.get_device_name(), torch=torch.__version__,
                    triton=triton.__version__, date=time.strftime("%Y-%m-%d %H:%M UTC",
@@ -435,8 +441,6 @@ def main():
     results.pop("_out", None)
     with open(os.path.join(args.out, "h200_ssd.json"), "w") as f:
         json.dump(results, f, indent=1)
-    with open(os.path.join(args.out, "log.txt"), "w") as f:
-        f.write("\n".join(LOG))
 
 
 if __name__ == "__main__":
