@@ -20,6 +20,16 @@ def operands(rng, batch, T, S, N, P, convert):
     return tuple(convert(rng.normal(size=batch + shape)) for shape in ((T, N), (S, N), (S, P)))
 
 
+def drawn_operands(data, L, backend, max_N, max_P):
+    """Q, K, V for the mask ``L``: a drawn batch (none, or 2 x L's), N, P and seed."""
+    T, S = L.shape[-2:]
+    batch = data.draw(st.sampled_from([(), (2,) + tuple(L.shape[:-2])]))
+    N, P = data.draw(st.integers(1, max_N)), data.draw(st.integers(1, max_P))
+    convert = torch.tensor if backend == "torch" else np.asarray
+    return operands(np.random.default_rng(data.draw(st.integers(0, 99))), batch, T, S, N, P,
+                    convert)
+
+
 def sma_definition(Q, K, V, dense):
     """``(L o Q K^T) V`` in float64, broadcasting the batch dimensions."""
     Q, K, V = to_numpy64(Q), to_numpy64(K), to_numpy64(V)
@@ -31,12 +41,7 @@ def sma_definition(Q, K, V, dense):
 @given(data=st.data())
 def test_linear_equals_quadratic_equals_definition(backend, data):
     L = data.draw(masks(kinds=KINDS, backend=backend))
-    T, S = L.shape[-2:]
-    batch = data.draw(st.sampled_from([(), (2,) + tuple(L.shape[:-2])]))
-    N, P = data.draw(st.integers(1, 4)), data.draw(st.integers(1, 3))
-    convert = torch.tensor if backend == "torch" else np.asarray
-    Q, K, V = operands(np.random.default_rng(data.draw(st.integers(0, 99))), batch, T, S, N, P,
-                       convert)
+    Q, K, V = drawn_operands(data, L, backend, 4, 3)
     expected = sma_definition(Q, K, V, definition(L))
     complex_ = isinstance(L, Fourier)
     for algorithm in ("linear", "quadratic", "auto"):
@@ -94,12 +99,8 @@ def test_linear_in_segments_carrying_the_state(backend, data):
     """Semiseparable masks run in short segments (T not a multiple), value groups of 1 to P."""
     L = data.draw(masks(kinds=("causal", "decay", "oness", "sss"), T=st.integers(2, 40),
                         backend=backend))
-    T, S = L.shape[-2:]
-    batch = data.draw(st.sampled_from([(), (2,) + tuple(L.shape[:-2])]))
-    N, P = data.draw(st.integers(1, 3)), data.draw(st.integers(1, 4))
-    convert = torch.tensor if backend == "torch" else np.asarray
-    Q, K, V = operands(np.random.default_rng(data.draw(st.integers(0, 99))), batch, T, S, N, P,
-                       convert)
+    T = L.shape[-2]
+    Q, K, V = drawn_operands(data, L, backend, 3, 4)
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(importlib.import_module("semisep.sma"), "LINEAR_SEGMENT",
                       data.draw(st.integers(1, T)))
