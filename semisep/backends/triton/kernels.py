@@ -208,6 +208,77 @@ def _skip(etot_ptr, pid_bh, NC, FAST: tl.constexpr, FACTORED: tl.constexpr):
 
 
 @triton.jit
+def _program(H, G):
+    """``(pid_p, pid_bh, b, h, group)`` of a sweep's program (grid ``(p-blocks, b * H)``);
+    ``b`` in int64, for the offsets."""
+    pid_p = tl.program_id(0)
+    pid_bh = tl.program_id(1)
+    h = pid_bh % H
+    return pid_p, pid_bh, (pid_bh // H).to(tl.int64), h, h // (H // G)
+
+
+@triton.jit
+def _state_tile(b64, h, H, P, N, offs_p, offs_n):
+    """``(offsets, mask)`` of this program's block of a (b, H, P, N) state."""
+    off = ((b64 * H + h) * P + offs_p[:, None]) * N + offs_n[None, :]
+    return off, (offs_p < P)[:, None] & (offs_n < N)[None, :]
+
+
+@triton.jit
+def _tile(base, t, stride, offs):
+    """Pointers to rows ``t`` (``stride`` apart) and columns ``offs`` from ``base``."""
+    return base + t[:, None] * stride + offs[None, :]
+
+
+@triton.jit
+def _chunk_inputs(x_base, B_base, C_base, t, T, H, G, P, N, offs_p, offs_n):
+    """``(mask_t, m_tp, m_tn, x, B, C)``: the masks and the x, B, C tiles of positions ``t``."""
+    mask_t = t < T
+    m_tp = mask_t[:, None] & (offs_p < P)[None, :]
+    m_tn = mask_t[:, None] & (offs_n < N)[None, :]
+    x = tl.load(_tile(x_base, t, H * P, offs_p), mask=m_tp, other=0.0)
+    Bt = tl.load(_tile(B_base, t, G * N, offs_n), mask=m_tn, other=0.0)
+    Ct = tl.load(_tile(C_base, t, G * N, offs_n), mask=m_tn, other=0.0)
+    return mask_t, m_tp, m_tn, x, Bt, Ct
+
+
+@triton.jit
+def _load_D(D_ptr, h, P, offs_p, D_PER_P: tl.constexpr):
+    """The skip weight, fp32: a row over p (D of shape (H, P)) or the head's scalar."""
+    if D_PER_P:
+        return tl.load(D_ptr + h * P + offs_p, mask=offs_p < P, other=0.0).to(tl.float32)
+    return tl.load(D_ptr + h).to(tl.float32)
+
+
+@triton.jit
+def _plus_D(acc, v, Dv, D_PER_P: tl.constexpr):
+    """``acc + v D`` for a tile ``v`` (rows t, columns p) and ``Dv`` from :func:`_load_D`."""
+    if D_PER_P:
+        return acc + v * Dv[None, :]
+    return acc + v * Dv
+
+
+@triton.jit
+def _grad_rows(ptr, pid_p, b64, h, grp, T, H, G, N, ATOMIC: tl.constexpr):
+    """``(base, row stride)`` of a B or C gradient. ATOMIC: the fp32 (b, T, G, N) buffer
+    that the heads and p-blocks add into; else this program's fp32 partial in
+    (p-blocks, b, T, H, N)."""
+    if ATOMIC:
+        return ptr + (b64 * T * G + grp) * N, G * N
+    pb_b = pid_p.to(tl.int64) * (tl.num_programs(1) // H) + b64
+    return ptr + (pb_b * T * H + h) * N, H * N
+
+
+@triton.jit
+def _put_grad(ptrs, v, mask, ATOMIC: tl.constexpr):
+    """Add (ATOMIC, relaxed) or store a B or C gradient tile at :func:`_grad_rows`'s rows."""
+    if ATOMIC:
+        tl.atomic_add(ptrs, v, mask=mask, sem="relaxed")
+    else:
+        tl.store(ptrs, v, mask=mask)
+
+
+@triton.jit
 def ssd_fwd_kernel(
     x_ptr, dt_ptr, A_ptr, dtb_ptr, B_ptr, C_ptr, D_ptr, z_ptr, h0_ptr, seq_ptr,
     dec_ptr, etot_ptr,
@@ -229,19 +300,12 @@ def ssd_fwd_kernel(
     so one scaled copy of x, ``u = xs exp(-l)``, serves both products and no Q x Q decay
     tile is formed. (A per-chunk branch around the dots instead defeats Triton's pipelining.)
     """
-    pid_p = tl.program_id(0)
-    pid_bh = tl.program_id(1)
+    pid_p, pid_bh, b64, h, grp = _program(H, G)
     if _skip(etot_ptr, pid_bh, tl.cdiv(T, Q), FAST, FACTORED):
         return
-    b = pid_bh // H
-    h = pid_bh % H
-    grp = h // (H // G)
-    b64 = b.to(tl.int64)
     offs_q = tl.arange(0, Q)
     offs_p = pid_p * BP + tl.arange(0, BP)
     offs_n = tl.arange(0, BN)
-    mask_p = offs_p < P
-    mask_n = offs_n < N
     dtype = x_ptr.dtype.element_ty
 
     x_base = x_ptr + (b64 * T * H + h) * P
@@ -249,31 +313,23 @@ def ssd_fwd_kernel(
     z_base = z_ptr + (b64 * T * H + h) * P
     B_base = B_ptr + (b64 * T * G + grp) * N
     C_base = C_ptr + (b64 * T * G + grp) * N
-    st_off = ((b64 * H + h) * P + offs_p[:, None]) * N + offs_n[None, :]
-    st_mask = mask_p[:, None] & mask_n[None, :]
+    st_off, st_mask = _state_tile(b64, h, H, P, N, offs_p, offs_n)
 
     if HAS_H0:
         S = tl.load(h0_ptr + st_off, mask=st_mask, other=0.0).to(tl.float32)
     else:
         S = tl.zeros((BP, BN), dtype=tl.float32)
     if HAS_D:
-        if D_PER_P:
-            Dv = tl.load(D_ptr + h * P + offs_p, mask=mask_p, other=0.0).to(tl.float32)
-        else:
-            Dv = tl.load(D_ptr + h).to(tl.float32)
+        Dv = _load_D(D_ptr, h, P, offs_p, D_PER_P)
 
     n_chunks = tl.cdiv(T, Q)
     for c in range(0, n_chunks):
         t = c * Q + offs_q.to(tl.int64)
-        mask_t = t < T
         dtv, hi, lo, e_in, to_end, e_tot, inv = _decays_all(
             PRE, dec_ptr, etot_ptr, tl.num_programs(1), n_chunks, c, dt_ptr, A_ptr, dtb_ptr,
             seq_ptr, b64, h, H, T, t, HAS_DT, DT_SOFTPLUS, HAS_DTB, HAS_SEQ, CLAMP_C)
-        m_tp = mask_t[:, None] & mask_p[None, :]
-        m_tn = mask_t[:, None] & mask_n[None, :]
-        x = tl.load(x_base + t[:, None] * (H * P) + offs_p[None, :], mask=m_tp, other=0.0)
-        Bt = tl.load(B_base + t[:, None] * (G * N) + offs_n[None, :], mask=m_tn, other=0.0)
-        Ct = tl.load(C_base + t[:, None] * (G * N) + offs_n[None, :], mask=m_tn, other=0.0)
+        mask_t, m_tp, m_tn, x, Bt, Ct = _chunk_inputs(x_base, B_base, C_base, t, T, H, G, P, N,
+                                                      offs_p, offs_n)
         Gm = tl.dot(Ct, tl.trans(Bt), input_precision=PREC)
         acc = tl.dot(Ct, tl.trans(S.to(dtype)), input_precision=PREC)
         if FACTORED:
@@ -291,15 +347,12 @@ def ssd_fwd_kernel(
             xd = (x.to(tl.float32) * (dtv * to_end)[:, None]).to(dtype)
             S = tl.dot(tl.trans(xd), Bt, S * e_tot, input_precision=PREC)
         if HAS_D:
-            if D_PER_P:
-                acc += x.to(tl.float32) * Dv[None, :]
-            else:
-                acc += x.to(tl.float32) * Dv
+            acc = _plus_D(acc, x.to(tl.float32), Dv, D_PER_P)
         if HAS_Z:
-            zz = tl.load(z_base + t[:, None] * (H * P) + offs_p[None, :], mask=m_tp,
+            zz = tl.load(_tile(z_base, t, H * P, offs_p), mask=m_tp,
                          other=0.0).to(tl.float32)
             acc = acc * zz * tl.sigmoid(zz)
-        tl.store(y_base + t[:, None] * (H * P) + offs_p[None, :], acc.to(dtype), mask=m_tp)
+        tl.store(_tile(y_base, t, H * P, offs_p), acc.to(dtype), mask=m_tp)
 
     if STORE_HT:
         tl.store(hT_ptr + st_off, S.to(hT_ptr.dtype.element_ty), mask=st_mask)
@@ -322,19 +375,13 @@ def ssd_bwd_fwdsweep_kernel(
     """Forward sweep of the backward: dC partial (per head, p-block), dz, dD partial,
     r1off_i = dy_i . (exp(l_i) S_in C_i), and the state after each chunk (for <dS_out, S_out>).
     FAST, FACTORED: as in :func:`ssd_fwd_kernel`."""
-    pid_p = tl.program_id(0)
-    pid_bh = tl.program_id(1)
+    pid_p, pid_bh, b64, h, grp = _program(H, G)
     if _skip(etot_ptr, pid_bh, tl.cdiv(T, Q), FAST, FACTORED):
         return
-    b = pid_bh // H
-    h = pid_bh % H
-    grp = h // (H // G)
-    b64 = b.to(tl.int64)
     offs_q = tl.arange(0, Q)
     offs_p = pid_p * BP + tl.arange(0, BP)
     offs_n = tl.arange(0, BN)
     mask_p = offs_p < P
-    mask_n = offs_n < N
     dtype = x_ptr.dtype.element_ty
 
     x_base = x_ptr + (b64 * T * H + h) * P
@@ -343,18 +390,9 @@ def ssd_bwd_fwdsweep_kernel(
     dz_base = dz_ptr + (b64 * T * H + h) * P
     B_base = B_ptr + (b64 * T * G + grp) * N
     C_base = C_ptr + (b64 * T * G + grp) * N
-    # dC partial: (NPB, b, T, H, N) fp32
-    if ATOMIC:
-        # one fp32 (b, T, G, N) buffer: the heads of a group and the p-blocks add into it
-        dC_base = dC_ptr + (b64 * T * G + grp) * N
-        dC_rs = G * N
-    else:
-        pb_b = pid_p.to(tl.int64) * (tl.num_programs(1) // H) + b64
-        dC_base = dC_ptr + (pb_b * T * H + h) * N
-        dC_rs = H * N
+    dC_base, dC_rs = _grad_rows(dC_ptr, pid_p, b64, h, grp, T, H, G, N, ATOMIC)
     r_base = r1_ptr + (pid_p.to(tl.int64) * tl.num_programs(1) + pid_bh) * T
-    st_off = ((b64 * H + h) * P + offs_p[:, None]) * N + offs_n[None, :]
-    st_mask = mask_p[:, None] & mask_n[None, :]
+    st_off, st_mask = _state_tile(b64, h, H, P, N, offs_p, offs_n)
     NC = tl.cdiv(T, Q)
     st_base = st_ptr + (b64 * H + h) * NC * P * N
     st_loc = offs_p[:, None] * N + offs_n[None, :]
@@ -364,25 +402,18 @@ def ssd_bwd_fwdsweep_kernel(
     else:
         S = tl.zeros((BP, BN), dtype=tl.float32)
     if HAS_D:
-        if D_PER_P:
-            Dv = tl.load(D_ptr + h * P + offs_p, mask=mask_p, other=0.0).to(tl.float32)
-        else:
-            Dv = tl.load(D_ptr + h).to(tl.float32)
+        Dv = _load_D(D_ptr, h, P, offs_p, D_PER_P)
         dD_acc = tl.zeros((BP,), dtype=tl.float32)
 
     n_chunks = tl.cdiv(T, Q)
     for c in range(0, n_chunks):
         t = c * Q + offs_q.to(tl.int64)
-        mask_t = t < T
         dtv, hi, lo, e_in, to_end, e_tot, inv = _decays_all(
             PRE, dec_ptr, etot_ptr, tl.num_programs(1), n_chunks, c, dt_ptr, A_ptr, dtb_ptr,
             seq_ptr, b64, h, H, T, t, HAS_DT, DT_SOFTPLUS, HAS_DTB, HAS_SEQ, CLAMP_C)
-        m_tp = mask_t[:, None] & mask_p[None, :]
-        m_tn = mask_t[:, None] & mask_n[None, :]
-        x = tl.load(x_base + t[:, None] * (H * P) + offs_p[None, :], mask=m_tp, other=0.0)
-        Bt = tl.load(B_base + t[:, None] * (G * N) + offs_n[None, :], mask=m_tn, other=0.0)
-        Ct = tl.load(C_base + t[:, None] * (G * N) + offs_n[None, :], mask=m_tn, other=0.0)
-        dyo = tl.load(dy_base + t[:, None] * (H * P) + offs_p[None, :], mask=m_tp,
+        mask_t, m_tp, m_tn, x, Bt, Ct = _chunk_inputs(x_base, B_base, C_base, t, T, H, G, P, N,
+                                                      offs_p, offs_n)
+        dyo = tl.load(_tile(dy_base, t, H * P, offs_p), mask=m_tp,
                       other=0.0).to(tl.float32)
         if HAS_DT:
             xs = (x.to(tl.float32) * dtv[:, None]).to(dtype)
@@ -395,7 +426,7 @@ def ssd_bwd_fwdsweep_kernel(
         else:
             L = _L_tile(hi, lo, e_in, inv, e_tot, offs_q, False, FACTOR)
         if HAS_Z:
-            zz = tl.load(z_base + t[:, None] * (H * P) + offs_p[None, :], mask=m_tp,
+            zz = tl.load(_tile(z_base, t, H * P, offs_p), mask=m_tp,
                          other=0.0).to(tl.float32)
             sz = tl.sigmoid(zz)
             # recompute y (pre-gate) for dz
@@ -407,13 +438,10 @@ def ssd_bwd_fwdsweep_kernel(
             else:
                 yv = tl.dot((Gm * L).to(dtype), xs, yv * e_in[:, None], input_precision=PREC)
             if HAS_D:
-                if D_PER_P:
-                    yv += x.to(tl.float32) * Dv[None, :]
-                else:
-                    yv += x.to(tl.float32) * Dv
+                yv = _plus_D(yv, x.to(tl.float32), Dv, D_PER_P)
             dz = dyo * yv * sz * (1.0 + zz * (1.0 - sz))
-            tl.store(dz_base + t[:, None] * (H * P) + offs_p[None, :],
-                     dz.to(dz_ptr.dtype.element_ty), mask=m_tp)
+            tl.store(_tile(dz_base, t, H * P, offs_p), dz.to(dz_ptr.dtype.element_ty),
+                     mask=m_tp)
             dyp = dyo * zz * sz
         else:
             dyp = dyo
@@ -430,11 +458,7 @@ def ssd_bwd_fwdsweep_kernel(
             dC = tl.dot((M * L).to(dtype), Bt, dCs * e_in[:, None], input_precision=PREC)
         # r1off_i = dy_i . (exp(l_i) S_in C_i): the pairs (earlier chunk, i)
         r1 = tl.sum(dCs * Ct.to(tl.float32), axis=1) * e_in
-        if ATOMIC:
-            tl.atomic_add(dC_base + t[:, None] * dC_rs + offs_n[None, :], dC, mask=m_tn,
-                          sem="relaxed")
-        else:
-            tl.store(dC_base + t[:, None] * dC_rs + offs_n[None, :], dC, mask=m_tn)
+        _put_grad(_tile(dC_base, t, dC_rs, offs_n), dC, m_tn, ATOMIC)
         tl.store(r_base + t, r1, mask=mask_t)
         if FACTORED:
             S = tl.dot(tl.trans(u), Bt, S, input_precision=PREC) * e_tot
@@ -469,19 +493,12 @@ def ssd_bwd_revsweep_kernel(
     the pairs (s < t <= t') inside the chunk plus all that cross the chunk's end, the latter
     from the two states at that boundary (no long running sums, no drift).
     """
-    pid_p = tl.program_id(0)
-    pid_bh = tl.program_id(1)
+    pid_p, pid_bh, b64, h, grp = _program(H, G)
     if _skip(etot_ptr, pid_bh, tl.cdiv(T, Q), FAST, FACTORED):
         return
-    b = pid_bh // H
-    h = pid_bh % H
-    grp = h // (H // G)
-    b64 = b.to(tl.int64)
     offs_q = tl.arange(0, Q)
     offs_p = pid_p * BP + tl.arange(0, BP)
     offs_n = tl.arange(0, BN)
-    mask_p = offs_p < P
-    mask_n = offs_n < N
     dtype = x_ptr.dtype.element_ty
 
     x_base = x_ptr + (b64 * T * H + h) * P
@@ -490,18 +507,11 @@ def ssd_bwd_revsweep_kernel(
     z_base = z_ptr + (b64 * T * H + h) * P
     B_base = B_ptr + (b64 * T * G + grp) * N
     C_base = C_ptr + (b64 * T * G + grp) * N
-    if ATOMIC:
-        dB_base = dB_ptr + (b64 * T * G + grp) * N
-        dB_rs = G * N
-    else:
-        pb_b = pid_p.to(tl.int64) * (tl.num_programs(1) // H) + b64
-        dB_base = dB_ptr + (pb_b * T * H + h) * N
-        dB_rs = H * N
+    dB_base, dB_rs = _grad_rows(dB_ptr, pid_p, b64, h, grp, T, H, G, N, ATOMIC)
     r_base = r1_ptr + (pid_p.to(tl.int64) * tl.num_programs(1) + pid_bh) * T
     dla_base = dla_ptr + (pid_p.to(tl.int64) * tl.num_programs(1) + pid_bh) * T
     q_base = q_ptr + (pid_p.to(tl.int64) * tl.num_programs(1) + pid_bh) * T
-    st_off = ((b64 * H + h) * P + offs_p[:, None]) * N + offs_n[None, :]
-    st_mask = mask_p[:, None] & mask_n[None, :]
+    st_off, st_mask = _state_tile(b64, h, H, P, N, offs_p, offs_n)
     NC = tl.cdiv(T, Q)
     st_base = st_ptr + (b64 * H + h) * NC * P * N
     st_last = st_base + (b64 * 0 + NC - 1) * P * N
@@ -512,28 +522,21 @@ def ssd_bwd_revsweep_kernel(
     else:
         dS = tl.zeros((BP, BN), dtype=tl.float32)
     if HAS_D:
-        if D_PER_P:
-            Dv = tl.load(D_ptr + h * P + offs_p, mask=mask_p, other=0.0).to(tl.float32)
-        else:
-            Dv = tl.load(D_ptr + h).to(tl.float32)
+        Dv = _load_D(D_ptr, h, P, offs_p, D_PER_P)
 
     n_chunks = tl.cdiv(T, Q)
     for i in range(0, n_chunks):
         c = n_chunks - 1 - i
         t = c * Q + offs_q.to(tl.int64)
-        mask_t = t < T
         dtv, hi, lo, e_in, to_end, e_tot, inv = _decays_all(
             PRE, dec_ptr, etot_ptr, tl.num_programs(1), n_chunks, c, dt_ptr, A_ptr, dtb_ptr,
             seq_ptr, b64, h, H, T, t, HAS_DT, DT_SOFTPLUS, HAS_DTB, HAS_SEQ, CLAMP_C)
-        m_tp = mask_t[:, None] & mask_p[None, :]
-        m_tn = mask_t[:, None] & mask_n[None, :]
-        x = tl.load(x_base + t[:, None] * (H * P) + offs_p[None, :], mask=m_tp, other=0.0)
-        Bt = tl.load(B_base + t[:, None] * (G * N) + offs_n[None, :], mask=m_tn, other=0.0)
-        Ct = tl.load(C_base + t[:, None] * (G * N) + offs_n[None, :], mask=m_tn, other=0.0)
-        dyo = tl.load(dy_base + t[:, None] * (H * P) + offs_p[None, :], mask=m_tp,
+        mask_t, m_tp, m_tn, x, Bt, Ct = _chunk_inputs(x_base, B_base, C_base, t, T, H, G, P, N,
+                                                      offs_p, offs_n)
+        dyo = tl.load(_tile(dy_base, t, H * P, offs_p), mask=m_tp,
                       other=0.0).to(tl.float32)
         if HAS_Z:
-            zz = tl.load(z_base + t[:, None] * (H * P) + offs_p[None, :], mask=m_tp,
+            zz = tl.load(_tile(z_base, t, H * P, offs_p), mask=m_tp,
                          other=0.0).to(tl.float32)
             dyp = dyo * zz * tl.sigmoid(zz)
         else:
@@ -586,19 +589,11 @@ def ssd_bwd_revsweep_kernel(
         cross = tl.sum(tl.sum(dS * S_out, axis=1), axis=0)
         suf = tl.cumsum(rowP - colP + r1off - r2off, axis=0, reverse=True)
         tl.store(dla_base + t, suf + cross, mask=mask_t)
-        if ATOMIC:
-            tl.atomic_add(dB_base + t[:, None] * dB_rs + offs_n[None, :], dB, mask=m_tn,
-                          sem="relaxed")
-        else:
-            tl.store(dB_base + t[:, None] * dB_rs + offs_n[None, :], dB, mask=m_tn)
+        _put_grad(_tile(dB_base, t, dB_rs, offs_n), dB, m_tn, ATOMIC)
         dx = dxs * dtv[:, None]
         if HAS_D:
-            if D_PER_P:
-                dx += dyp * Dv[None, :]
-            else:
-                dx += dyp * Dv
-        tl.store(dx_base + t[:, None] * (H * P) + offs_p[None, :],
-                 dx.to(dx_ptr.dtype.element_ty), mask=m_tp)
+            dx = _plus_D(dx, dyp, Dv, D_PER_P)
+        tl.store(_tile(dx_base, t, H * P, offs_p), dx.to(dx_ptr.dtype.element_ty), mask=m_tp)
         if FACTORED:
             dS = tl.dot(tl.trans(v), Ct, dS * e_tot, input_precision=PREC)
         else:
@@ -618,12 +613,7 @@ def ssd_decode_kernel(
     BP: tl.constexpr, BN: tl.constexpr, CLAMP_C: tl.constexpr,
 ):
     """One token: ``S <- exp(la) S + xs B^T`` in place, ``y = S C (+ D x) (* silu z)``."""
-    pid_p = tl.program_id(0)
-    pid_bh = tl.program_id(1)
-    b = pid_bh // H
-    h = pid_bh % H
-    grp = h // (H // G)
-    b64 = b.to(tl.int64)
+    pid_p, pid_bh, b64, h, grp = _program(H, G)
     offs_p = pid_p * BP + tl.arange(0, BP)
     offs_n = tl.arange(0, BN)
     mask_p = offs_p < P
@@ -646,17 +636,13 @@ def ssd_decode_kernel(
     x = tl.load(x_ptr + xo, mask=mask_p, other=0.0).to(tl.float32)
     Bv = tl.load(B_ptr + (b64 * G + grp) * N + offs_n, mask=mask_n, other=0.0).to(tl.float32)
     Cv = tl.load(C_ptr + (b64 * G + grp) * N + offs_n, mask=mask_n, other=0.0).to(tl.float32)
-    st_off = ((b64 * H + h) * P + offs_p[:, None]) * N + offs_n[None, :]
-    st_mask = mask_p[:, None] & mask_n[None, :]
+    st_off, st_mask = _state_tile(b64, h, H, P, N, offs_p, offs_n)
     S = tl.load(state_ptr + st_off, mask=st_mask, other=0.0).to(tl.float32)
     S = S * decay + (x * dtv)[:, None] * Bv[None, :]
     tl.store(state_ptr + st_off, S.to(state_ptr.dtype.element_ty), mask=st_mask)
     y = tl.sum(S * Cv[None, :], axis=1)
     if HAS_D:
-        if D_PER_P:
-            y += x * tl.load(D_ptr + h * P + offs_p, mask=mask_p, other=0.0).to(tl.float32)
-        else:
-            y += x * tl.load(D_ptr + h).to(tl.float32)
+        y += x * _load_D(D_ptr, h, P, offs_p, D_PER_P)
     if HAS_Z:
         zz = tl.load(z_ptr + xo, mask=mask_p, other=0.0).to(tl.float32)
         y = y * zz * tl.sigmoid(zz)
