@@ -225,6 +225,13 @@ def _state_tile(b64, h, H, P, N, offs_p, offs_n):
 
 
 @triton.jit
+def _start(ptr, b64, i, T, W, D):
+    """Where slot ``i`` of batch entry ``b`` starts in a (b, T, W, D) array (x: W = H, D = P;
+    B, C: W = G, D = N); rows t then lie ``W * D`` apart (see :func:`_tile`)."""
+    return ptr + (b64 * T * W + i) * D
+
+
+@triton.jit
 def _tile(base, t, stride, offs):
     """Pointers to rows ``t`` (``stride`` apart) and columns ``offs`` from ``base``."""
     return base + t[:, None] * stride + offs[None, :]
@@ -264,7 +271,7 @@ def _grad_rows(ptr, pid_p, b64, h, grp, T, H, G, N, ATOMIC: tl.constexpr):
     that the heads and p-blocks add into; else this program's fp32 partial in
     (p-blocks, b, T, H, N)."""
     if ATOMIC:
-        return ptr + (b64 * T * G + grp) * N, G * N
+        return _start(ptr, b64, grp, T, G, N), G * N
     pb_b = pid_p.to(tl.int64) * (tl.num_programs(1) // H) + b64
     return ptr + (pb_b * T * H + h) * N, H * N
 
@@ -308,11 +315,11 @@ def ssd_fwd_kernel(
     offs_n = tl.arange(0, BN)
     dtype = x_ptr.dtype.element_ty
 
-    x_base = x_ptr + (b64 * T * H + h) * P
-    y_base = y_ptr + (b64 * T * H + h) * P
-    z_base = z_ptr + (b64 * T * H + h) * P
-    B_base = B_ptr + (b64 * T * G + grp) * N
-    C_base = C_ptr + (b64 * T * G + grp) * N
+    x_base = _start(x_ptr, b64, h, T, H, P)
+    y_base = _start(y_ptr, b64, h, T, H, P)
+    z_base = _start(z_ptr, b64, h, T, H, P)
+    B_base = _start(B_ptr, b64, grp, T, G, N)
+    C_base = _start(C_ptr, b64, grp, T, G, N)
     st_off, st_mask = _state_tile(b64, h, H, P, N, offs_p, offs_n)
 
     if HAS_H0:
@@ -384,12 +391,12 @@ def ssd_bwd_fwdsweep_kernel(
     mask_p = offs_p < P
     dtype = x_ptr.dtype.element_ty
 
-    x_base = x_ptr + (b64 * T * H + h) * P
-    dy_base = dy_ptr + (b64 * T * H + h) * P
-    z_base = z_ptr + (b64 * T * H + h) * P
-    dz_base = dz_ptr + (b64 * T * H + h) * P
-    B_base = B_ptr + (b64 * T * G + grp) * N
-    C_base = C_ptr + (b64 * T * G + grp) * N
+    x_base = _start(x_ptr, b64, h, T, H, P)
+    dy_base = _start(dy_ptr, b64, h, T, H, P)
+    z_base = _start(z_ptr, b64, h, T, H, P)
+    dz_base = _start(dz_ptr, b64, h, T, H, P)
+    B_base = _start(B_ptr, b64, grp, T, G, N)
+    C_base = _start(C_ptr, b64, grp, T, G, N)
     dC_base, dC_rs = _grad_rows(dC_ptr, pid_p, b64, h, grp, T, H, G, N, ATOMIC)
     r_base = r1_ptr + (pid_p.to(tl.int64) * tl.num_programs(1) + pid_bh) * T
     st_off, st_mask = _state_tile(b64, h, H, P, N, offs_p, offs_n)
@@ -501,12 +508,12 @@ def ssd_bwd_revsweep_kernel(
     offs_n = tl.arange(0, BN)
     dtype = x_ptr.dtype.element_ty
 
-    x_base = x_ptr + (b64 * T * H + h) * P
-    dx_base = dx_ptr + (b64 * T * H + h) * P
-    dy_base = dy_ptr + (b64 * T * H + h) * P
-    z_base = z_ptr + (b64 * T * H + h) * P
-    B_base = B_ptr + (b64 * T * G + grp) * N
-    C_base = C_ptr + (b64 * T * G + grp) * N
+    x_base = _start(x_ptr, b64, h, T, H, P)
+    dx_base = _start(dx_ptr, b64, h, T, H, P)
+    dy_base = _start(dy_ptr, b64, h, T, H, P)
+    z_base = _start(z_ptr, b64, h, T, H, P)
+    B_base = _start(B_ptr, b64, grp, T, G, N)
+    C_base = _start(C_ptr, b64, grp, T, G, N)
     dB_base, dB_rs = _grad_rows(dB_ptr, pid_p, b64, h, grp, T, H, G, N, ATOMIC)
     r_base = r1_ptr + (pid_p.to(tl.int64) * tl.num_programs(1) + pid_bh) * T
     dla_base = dla_ptr + (pid_p.to(tl.int64) * tl.num_programs(1) + pid_bh) * T
