@@ -24,13 +24,14 @@ from ..sss import SSS
 from .generators import Workspace, as_sss, block_diagonal, check_same_length, raw_A
 
 
-def _operands(M1: SSS, M2):
-    """``(M1, M2 as SSS)``, or None when ``M2`` is not an SSS-like matrix."""
+def _operands(op: str, M1: SSS, M2):
+    """``(workspace, M2 as SSS)`` for the binary operation ``op``, or None when ``M2`` is not
+    an SSS-like matrix."""
     M2 = as_sss(M2)
     if M2 is None:
         return None
     check_same_length("the right operand", M1, M2)
-    return M1, M2
+    return Workspace(op, [M1, M2]), M2
 
 
 def _with(ws: Workspace, M: SSS, *, B=None, C=None) -> SSS:
@@ -61,11 +62,10 @@ def add(M1: SSS, M2, *, sign: float = 1.0):
     -------
     SSS, or NotImplemented when ``M2`` is not an SSS-like matrix.
     """
-    ops = _operands(M1, M2)
+    ops = _operands("sss_add", M1, M2)
     if ops is None:
         return NotImplemented
-    M1, M2 = ops
-    ws = Workspace("sss_add", [M1, M2])
+    ws, M2 = ops
     be = ws.be
     (B1, C1), (B2, C2) = ws.BC(M1), ws.BC(M2)
     B = ws.result(be.concat([B1, sign * B2], axis=-1))
@@ -103,11 +103,10 @@ def multiply(M1: SSS, M2):
     -------
     SSS, or NotImplemented when ``M2`` is not an SSS-like matrix.
     """
-    ops = _operands(M1, M2)
+    ops = _operands("sss_product", M1, M2)
     if ops is None:
         return NotImplemented
-    M1, M2 = ops
-    ws = Workspace("sss_product", [M1, M2])
+    ws, M2 = ops
     be = ws.be
     A1, A2 = ws.full_A(M1), ws.full_A(M2)
     (B1, C1), (B2, C2) = ws.BC(M1), ws.BC(M2)
