@@ -1,7 +1,12 @@
 """Compile the Triton SSD kernels for sm_90 without a GPU; print registers, spills, shared memory.
 
 python benchmarks/aot_check.py [BP=64 BN=64 Q=64 num_warps=4 num_stages=2 dtype=bf16 maxnreg=N
-                                 pre=0|1 factor=0|1 atomic=0|1 factored=0|1 sass=1 dump=FILE only=fwd+bwd1+...]
+                                 pre=0|1 factor=0|1 atomic=0|1 factored=0|1 sass=1 dump=FILE only=fwd+bwd1+...
+                                 full=1 HAS_Z=1 D_PER_P=1 ...]
+
+``full=1`` turns every optional feature on (dt_bias, softplus, D per p, z, seq_idx, initial and
+final state gradients) and adds the decode and pre-pass kernels; an upper-case key sets one flag.
+Run it under the Triton of the device (3.6) to catch front-end errors before a device call.
 """
 import sys
 
@@ -36,6 +41,11 @@ common_flags = dict(FACTORED=bool(opts.get("factored", 1)), HAS_DT=True, DT_SOFT
                     HAS_Z=False, HAS_SEQ=False, Q=opts["Q"], BP=opts["BP"], BN=opts["BN"],
                     PREC="tf32", CLAMP_C=K.CLAMP, PRE=bool(opts.get("pre", 0)),
                     FACTOR=bool(opts.get("factor", 1)), FAST=True, ATOMIC=bool(opts.get("atomic", 0)))
+FEATURES = dict(HAS_DTB=True, DT_SOFTPLUS=True, D_PER_P=True, HAS_Z=True, HAS_SEQ=True,
+                HAS_H0=True, HAS_DHT=True, STORE_DH0=True)
+if opts.get("full"):
+    common_flags.update(FEATURES)
+common_flags.update({k: bool(v) for k, v in opts.items() if k.isupper() and k not in ("Q", "BP", "BN")})
 P = f"*{dt}"
 F = "*fp32"
 kernels = {
@@ -54,6 +64,12 @@ kernels = {
                   dx_ptr=P, dB_ptr=F, dla_ptr=F, q_ptr=F, dh0_ptr=F),
              dict(HAS_DHT=False, STORE_DH0=False)),
 }
+if opts.get("full"):
+    kernels["decays"] = (K.ssd_decays_kernel,
+                         dict(dt_ptr=F, A_ptr=F, dtb_ptr=F, seq_ptr="*i32", dec_ptr=F, etot_ptr=F), {})
+    kernels["decode"] = (K.ssd_decode_kernel,
+                         dict(state_ptr=F, x_ptr=P, dt_ptr=F, A_ptr=F, dtb_ptr=F, B_ptr=P, C_ptr=P,
+                              D_ptr=F, z_ptr=P, y_ptr=P), {})
 
 
 def resource_report(cubin):
@@ -115,7 +131,8 @@ only = [k for k in opts.get("only", "").split("+") if k] if isinstance(opts.get(
 for name, (fn, ptrs, extra) in kernels.items():
     if only and name not in only:
         continue
-    flags = {k: v for k, v in {**common_flags, **extra}.items() if k in fn.arg_names}
+    forced = FEATURES if opts.get("full") else {}
+    flags = {k: v for k, v in {**common_flags, **extra, **forced}.items() if k in fn.arg_names}
     sig = sig_of(fn, ptrs, ints)
     div = {"T", "H", "P", "N"}
     attrs = {(i,): [["tt.divisibility", 16]] for i, a in enumerate(fn.arg_names)

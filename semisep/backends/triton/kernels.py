@@ -196,6 +196,7 @@ def _decay_tile(hi, lo, offs_q, TRANSPOSED: tl.constexpr):
 def _skip(etot_ptr, pid_bh, NC, FAST: tl.constexpr, FACTORED: tl.constexpr):
     """Whether this program belongs to the other launch (see :func:`ssd_fwd_kernel`): its row
     of the pre-pass's chunk decays ``etot`` says whether every chunk is above FACTOR_MIN."""
+    skip = False
     if FAST:
         row = etot_ptr + pid_bh.to(tl.int64) * NC
         offs = tl.arange(0, 1024)
@@ -203,8 +204,8 @@ def _skip(etot_ptr, pid_bh, NC, FAST: tl.constexpr, FACTORED: tl.constexpr):
         for c0 in range(1024, NC, 1024):
             e = tl.load(row + c0 + offs, mask=c0 + offs < NC, other=1.0)
             least = tl.minimum(least, tl.min(e, axis=0))
-        return (least > FACTOR_MIN) != FACTORED
-    return False
+        skip = (least > FACTOR_MIN) != FACTORED
+    return skip
 
 
 @triton.jit
@@ -252,17 +253,22 @@ def _chunk_inputs(x_base, B_base, C_base, t, T, H, G, P, N, offs_p, offs_n):
 @triton.jit
 def _load_D(D_ptr, h, P, offs_p, D_PER_P: tl.constexpr):
     """The skip weight, fp32: a row over p (D of shape (H, P)) or the head's scalar."""
+    # one return statement: Triton 3.6 checks every return of a function for one type
     if D_PER_P:
-        return tl.load(D_ptr + h * P + offs_p, mask=offs_p < P, other=0.0).to(tl.float32)
-    return tl.load(D_ptr + h).to(tl.float32)
+        Dv = tl.load(D_ptr + h * P + offs_p, mask=offs_p < P, other=0.0)
+    else:
+        Dv = tl.load(D_ptr + h)
+    return Dv.to(tl.float32)
 
 
 @triton.jit
 def _plus_D(acc, v, Dv, D_PER_P: tl.constexpr):
     """``acc + v D`` for a tile ``v`` (rows t, columns p) and ``Dv`` from :func:`_load_D`."""
     if D_PER_P:
-        return acc + v * Dv[None, :]
-    return acc + v * Dv
+        out = acc + v * Dv[None, :]
+    else:
+        out = acc + v * Dv
+    return out
 
 
 @triton.jit
@@ -271,9 +277,13 @@ def _grad_rows(ptr, pid_p, b64, h, grp, T, H, G, N, ATOMIC: tl.constexpr):
     that the heads and p-blocks add into; else this program's fp32 partial in
     (p-blocks, b, T, H, N)."""
     if ATOMIC:
-        return _start(ptr, b64, grp, T, G, N), G * N
-    pb_b = pid_p.to(tl.int64) * (tl.num_programs(1) // H) + b64
-    return ptr + (pb_b * T * H + h) * N, H * N
+        base = _start(ptr, b64, grp, T, G, N)
+        stride = G * N
+    else:
+        pb_b = pid_p.to(tl.int64) * (tl.num_programs(1) // H) + b64
+        base = ptr + (pb_b * T * H + h) * N
+        stride = H * N
+    return base, stride
 
 
 @triton.jit

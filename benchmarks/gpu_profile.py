@@ -1,0 +1,108 @@
+"""Where the time of one SSD call goes on the GPU: per-kernel device time and host time.
+
+    python benchmarks/gpu_profile.py [--Ts 1024,16384] [--variants name:ENV=VAL;...] [--fla]
+
+For each T and variant, forward and forward+backward (b=8, h=32, p=64, g=1, N=64, bf16, the
+inputs of gpu_ssd.py): the device time of every kernel (torch.profiler, mean over 5 calls),
+their sum, and the host time of one call, measured while the GPU is held busy by a sleep
+kernel (so the calls only queue: the time is Python, dispatch and launches alone). A call
+whose host time exceeds its device time is bound by the host at that size.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from collections import defaultdict
+
+import torch
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from gpu_ssd import load_fla, make_inputs  # noqa: E402
+
+
+def kernel_times(fn, calls=5):
+    """{kernel name: mean device ms per call} and the sum, from torch.profiler."""
+    from torch.profiler import ProfilerActivity, profile
+    fn()
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        for _ in range(calls):
+            fn()
+        torch.cuda.synchronize()
+    per = defaultdict(float)
+    for ev in prof.events():
+        if ev.device_type.name == "CUDA":
+            per[ev.name[:70]] += ev.device_time / 1e3 / calls
+    return dict(sorted(per.items(), key=lambda kv: -kv[1])), sum(per.values())
+
+
+def host_ms(fn, calls=20):
+    """Host time per call while the GPU is busy (the calls queue behind a sleep)."""
+    fn()
+    torch.cuda.synchronize()
+    torch.cuda._sleep(int(2e9))   # ~1 s of GPU cycles: every launch below only queues
+    t0 = time.perf_counter()
+    for _ in range(calls):
+        fn()
+    ms = (time.perf_counter() - t0) / calls * 1e3
+    torch.cuda.synchronize()
+    return ms
+
+
+def report(name, fn):
+    per, total = kernel_times(fn)
+    host = host_ms(fn)
+    print(f"\n{name}: device {total:.3f} ms (sum of kernels), host {host:.3f} ms per call",
+          flush=True)
+    for k, v in per.items():
+        if v >= 0.002:
+            print(f"  {v:8.3f}  {k}", flush=True)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--Ts", default="1024,16384")
+    ap.add_argument("--variants", nargs="*", default=["default:"])
+    ap.add_argument("--fla", action="store_true")
+    args = ap.parse_args()
+    from semisep.backends.triton import ssd
+    b, h, p, g, n = 8, 32, 64, 1, 64
+    for T in [int(s) for s in args.Ts.split(",")]:
+        x, dt, A, B, C, D = make_inputs(b, T, h, p, g, n, torch.bfloat16, seed=T + n)
+        gy = torch.randn_like(x)
+        xg, dtg, Bg, Cg = [t.detach().clone().requires_grad_(True) for t in (x, dt, B, C)]
+        for v in args.variants:
+            vname, _, spec = v.partition(":")
+            env = dict(kv.split("=", 1) for kv in spec.split(";") if kv)
+            old = {k: os.environ.get(k) for k in env}
+            os.environ.update(env)
+            det = env.pop("DETERMINISTIC", None) == "1"
+            torch.use_deterministic_algorithms(det, warn_only=True)
+            try:
+                report(f"T={T} semisep[{vname}] fwd", lambda: ssd(x, None, B, C, dt=dt, A=A, D=D))
+                report(f"T={T} semisep[{vname}] fwd+bwd", lambda: torch.autograd.grad(
+                    ssd(xg, None, Bg, Cg, dt=dtg, A=A, D=D), (xg, dtg, Bg, Cg), gy))
+            finally:
+                torch.use_deterministic_algorithms(False)
+                for k, val in old.items():
+                    if val is None:
+                        os.environ.pop(k, None)
+                    else:
+                        os.environ[k] = val
+        if args.fla:
+            _, fused = load_fla()
+            q = C.expand(b, T, h, n).contiguous()
+            k = B.expand(b, T, h, n).contiguous()
+            vv = (x.float() * dt[..., None]).to(x.dtype)
+            gg = (dt * A).contiguous()
+            qg, kg, vg, ggg = [t.detach().clone().requires_grad_(True) for t in (q, k, vv, gg)]
+            report(f"T={T} fla fused fwd", lambda: fused(q, k, vv, g=gg, scale=1.0)[0])
+            report(f"T={T} fla fused fwd+bwd", lambda: torch.autograd.grad(
+                fused(qg, kg, vg, g=ggg, scale=1.0)[0], (qg, kg, vg, ggg), gy))
+
+
+if __name__ == "__main__":
+    main()
