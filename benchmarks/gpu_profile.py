@@ -1,12 +1,14 @@
 """Where the time of one SSD call goes on the GPU: per-kernel device time and host time.
 
     python benchmarks/gpu_profile.py [--Ts 1024,16384] [--variants name:ENV=VAL;...] [--fla]
+                                     [--cprofile N]
 
 For each T and variant, forward and forward+backward (b=8, h=32, p=64, g=1, N=64, bf16, the
 inputs of gpu_ssd.py): the device time of every kernel (torch.profiler, mean over 5 calls),
 their sum, and the host time of one call, measured while the GPU is held busy by a sleep
 kernel (so the calls only queue: the time is Python, dispatch and launches alone). A call
-whose host time exceeds its device time is bound by the host at that size.
+whose host time exceeds its device time is bound by the host at that size. ``--cprofile N``
+adds the N largest Python functions (own time) of 20 forward+backward calls.
 """
 
 from __future__ import annotations
@@ -52,7 +54,23 @@ def host_ms(fn, calls=20):
     return ms
 
 
-def report(name, fn):
+def python_profile(fn, top, calls=20):
+    """The ``top`` functions by own time over ``calls`` host-only calls (cProfile)."""
+    import cProfile
+    import pstats
+    fn()
+    torch.cuda.synchronize()
+    torch.cuda._sleep(int(2e9))
+    prof = cProfile.Profile()
+    prof.enable()
+    for _ in range(calls):
+        fn()
+    prof.disable()
+    torch.cuda.synchronize()
+    pstats.Stats(prof).sort_stats("tottime").print_stats(top)
+
+
+def report(name, fn, top=0):
     per, total = kernel_times(fn)
     host = host_ms(fn)
     print(f"\n{name}: device {total:.3f} ms (sum of kernels), host {host:.3f} ms per call",
@@ -60,6 +78,8 @@ def report(name, fn):
     for k, v in per.items():
         if v >= 0.002:
             print(f"  {v:8.3f}  {k}", flush=True)
+    if top:
+        python_profile(fn, top)
 
 
 def main():
@@ -67,6 +87,7 @@ def main():
     ap.add_argument("--Ts", default="1024,16384")
     ap.add_argument("--variants", nargs="*", default=["default:"])
     ap.add_argument("--fla", action="store_true")
+    ap.add_argument("--cprofile", type=int, default=0)
     args = ap.parse_args()
     from semisep.backends.triton import ssd
     b, h, p, g, n = 8, 32, 64, 1, 64
@@ -84,7 +105,8 @@ def main():
             try:
                 report(f"T={T} semisep[{vname}] fwd", lambda: ssd(x, None, B, C, dt=dt, A=A, D=D))
                 report(f"T={T} semisep[{vname}] fwd+bwd", lambda: torch.autograd.grad(
-                    ssd(xg, None, Bg, Cg, dt=dtg, A=A, D=D), (xg, dtg, Bg, Cg), gy))
+                    ssd(xg, None, Bg, Cg, dt=dtg, A=A, D=D), (xg, dtg, Bg, Cg), gy),
+                    args.cprofile)
             finally:
                 torch.use_deterministic_algorithms(False)
                 for k, val in old.items():

@@ -7,6 +7,7 @@ Public entry points: :func:`ssd` (chunked SSD, differentiable, torch.compile-abl
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 from typing import Optional
 
@@ -155,6 +156,8 @@ def _dummy(x):
 # ---------------------------------------------------------------------------
 
 def _fwd(x, dtla, A, B, C, D, z, dt_bias, h0, seq_idx, has_dt, dt_softplus, chunk_size):
+    """``(y, final state, decays)``: decays is what :func:`_pre_decays` made (or None), which
+    the backward can take instead of running the pre-pass again."""
     b, T, h, p = x.shape
     g, n = B.shape[2], B.shape[3]
     # B, C share x's dtype inside the dots
@@ -167,7 +170,7 @@ def _fwd(x, dtla, A, B, C, D, z, dt_bias, h0, seq_idx, has_dt, dt_softplus, chun
     grid = (triton.cdiv(p, cfg["BP"]), b * h)
     if T == 0:
         hT.copy_(h0 if h0 is not None else torch.zeros_like(hT))
-        return y, hT
+        return y, hT, None
     pre = _pre("fwd")
     with _device_ctx(x):
         dec, etot = _pre_decays(pre, x, dtla, A, dt_bias, seq_idx, has_dt, dt_softplus,
@@ -186,7 +189,7 @@ def _fwd(x, dtla, A, B, C, D, z, dt_bias, h0, seq_idx, has_dt, dt_softplus, chun
                 STORE_HT=True, Q=cfg["Q"], BP=cfg["BP"], BN=cfg["BN"], PREC=_prec(x.dtype),
                 CLAMP_C=K.CLAMP, PRE=pre, FACTOR=_factor("fwd"), FAST=fast,
                 FACTORED=factored, **_launch_opts(cfg))
-    return y, hT
+    return y, hT, ((cfg["Q"], dec, etot) if pre else None)
 
 
 # Defaults from the H200 runs (benchmarks/NOTES.md, runs 5 and 9): the decay pre-pass in both
@@ -256,8 +259,9 @@ def _effective_la(dtla, A, dt_bias, seq_idx, has_dt, dt_softplus):
 
 
 def _sweeps_bwd(dy, dhT, x, dtla, A, B, C, D, z, dt_bias, h0, seq_idx, has_dt, dt_softplus,
-                chunk_size, need_dh0, fp32_states):
-    """The two backward sweeps: the state forward, then its adjoint backward."""
+                chunk_size, need_dh0, fp32_states, decays=None):
+    """The two backward sweeps: the state forward, then its adjoint backward. ``decays``:
+    the forward's ``(Q, dec, etot)``, used when the chunk size matches."""
     b, T, h, p = x.shape
     g, n = B.shape[2], B.shape[3]
     Bx = B.to(x.dtype)
@@ -297,8 +301,11 @@ def _sweeps_bwd(dy, dhT, x, dtla, A, B, C, D, z, dt_bias, h0, seq_idx, has_dt, d
     fast = _fast(x.dtype, pre)
     if T > 0:
         with _device_ctx(x):
-            dec, etot = _pre_decays(pre, x, dtla, A, dt_bias, seq_idx, has_dt, dt_softplus,
-                                    cfg["Q"])
+            if pre and decays is not None and decays[0] == cfg["Q"]:
+                dec, etot = decays[1:]
+            else:
+                dec, etot = _pre_decays(pre, x, dtla, A, dt_bias, seq_idx, has_dt, dt_softplus,
+                                        cfg["Q"])
             flags.update(PRE=pre, FACTOR=_factor("bwd"), ATOMIC=atomic, FAST=fast)
             for factored in _launches(fast):
                 K.ssd_bwd_fwdsweep_kernel[grid](
@@ -321,8 +328,9 @@ def _sweeps_bwd(dy, dhT, x, dtla, A, B, C, D, z, dt_bias, h0, seq_idx, has_dt, d
         if dD_part is not None:
             dD_part.zero_()
     del states
-    dla = dla_part.sum(0).view(b, h, T)
-    qsum = qd.sum(0).view(b, h, T)
+    # one p-block (p <= 64): the partials are the sums
+    dla = (dla_part[0] if npb == 1 else dla_part.sum(0)).view(b, h, T)
+    qsum = (qd[0] if npb == 1 else qd.sum(0)).view(b, h, T)
     if atomic:
         dB32, dC32 = dB_part.view(b, T, g, n), dC_part.view(b, T, g, n)
     else:
@@ -333,11 +341,11 @@ def _sweeps_bwd(dy, dhT, x, dtla, A, B, C, D, z, dt_bias, h0, seq_idx, has_dt, d
 
 
 def _bwd(dy, dhT, x, dtla, A, B, C, D, z, dt_bias, h0, seq_idx, has_dt, dt_softplus,
-         chunk_size, need_dh0, fp32_states):
+         chunk_size, fp32_states, decays=None):
     b, T, h, p = x.shape
     dx, dz, dla, qsum, dB32, dC32, dD_part, dh0 = _sweeps_bwd(
         dy, dhT, x, dtla, A, B, C, D, z, dt_bias, h0, seq_idx, has_dt, dt_softplus,
-        chunk_size, need_dh0, fp32_states)
+        chunk_size, h0 is not None, fp32_states, decays)
     dte, raw, la = _effective_la(dtla, A, dt_bias, seq_idx, has_dt, dt_softplus)
     dla = dla.transpose(1, 2).contiguous()                         # b T h
     dla = dla.masked_fill(la < -K.CLAMP, 0.0)
@@ -375,7 +383,9 @@ def _op_fwd(x: torch.Tensor, dtla: torch.Tensor, A: Optional[torch.Tensor], B: t
             seq_idx: Optional[torch.Tensor], has_dt: bool, dt_softplus: bool,
             chunk_size: int, fp32_states: bool) -> tuple[torch.Tensor, torch.Tensor]:
     # fp32_states is for the backward (setup_context keeps it): the forward's state is fp32
-    return _fwd(x, dtla, A, B, C, D, z, dt_bias, h0, seq_idx, has_dt, dt_softplus, chunk_size)
+    y, hT, _ = _fwd(x, dtla, A, B, C, D, z, dt_bias, h0, seq_idx, has_dt, dt_softplus,
+                    chunk_size)
+    return y, hT
 
 
 @_op_fwd.register_fake
@@ -398,7 +408,7 @@ def _op_bwd(dy: torch.Tensor, dhT: Optional[torch.Tensor], x: torch.Tensor, dtla
             seq_idx: Optional[torch.Tensor], has_dt: bool, dt_softplus: bool,
             chunk_size: int, fp32_states: bool) -> list[torch.Tensor]:
     outs = _bwd(dy, dhT, x, dtla, A, B, C, D, z, dt_bias, h0, seq_idx, has_dt, dt_softplus,
-                chunk_size, h0 is not None, fp32_states)
+                chunk_size, fp32_states)
     return [_empty_like_or_none(t, x) for t in outs]
 
 
@@ -414,28 +424,59 @@ def _(dy, dhT, x, dtla, A, B, C, D, z, dt_bias, h0, seq_idx, has_dt, dt_softplus
             torch.empty_like(h0) if h0 is not None else e]
 
 
-def _setup(ctx, inputs, output):
+def _save(ctx, inputs):
     (x, dtla, A, B, C, D, z, dt_bias, h0, seq_idx, has_dt, dt_softplus, chunk_size,
      fp32_states) = inputs
     ctx.save_for_backward(x, dtla, A, B, C, D, z, dt_bias, h0, seq_idx)
     ctx.flags = (has_dt, dt_softplus, chunk_size, fp32_states)
 
 
-def _backward(ctx, dy, dhT):
+def _input_grads(ctx, dy, dhT, bwd):
+    """The gradients of the op's 14 inputs from ``bwd`` (the raw :func:`_bwd` in eager mode,
+    the ``ssd_chunked_bwd`` op under torch.compile)."""
     x, dtla, A, B, C, D, z, dt_bias, h0, seq_idx = ctx.saved_tensors
     has_dt, dt_softplus, chunk_size, fp32_states = ctx.flags
     if dy is None:
         dy = torch.zeros_like(x)
-    outs = _op_bwd(dy, dhT, x, dtla, A, B, C, D, z, dt_bias, h0, seq_idx, has_dt,
-                   dt_softplus, chunk_size, fp32_states)
-    dx, ddtla, dA, dB, dC, dD, dz, ddtb, dh0 = outs
+    dx, ddtla, dA, dB, dC, dD, dz, ddtb, dh0 = bwd(
+        dy, dhT, x, dtla, A, B, C, D, z, dt_bias, h0, seq_idx, has_dt, dt_softplus, chunk_size,
+        fp32_states)
     nz = lambda g, ref: g if ref is not None else None  # noqa: E731
     return (dx, ddtla, dA if has_dt else None, dB, dC, nz(dD, D), nz(dz, z),
             ddtb if (has_dt and dt_bias is not None) else None, nz(dh0, h0), None, None, None,
             None, None)
 
 
+def _setup(ctx, inputs, output):
+    _save(ctx, inputs)
+
+
+def _backward(ctx, dy, dhT):
+    return _input_grads(ctx, dy, dhT, _op_bwd)
+
+
 torch.library.register_autograd("semisep::ssd_chunked_fwd", _backward, setup_context=_setup)
+
+
+
+
+class _EagerSSD(torch.autograd.Function):
+    """The eager twin of the op: the same launchers and gradients without the custom-op
+    dispatch, whose checks cost more host time than the kernels at T <= 4K (H200 profile in
+    benchmarks/NOTES.md). Under torch.compile the op is used, for its fake tensors."""
+
+    @staticmethod
+    def forward(ctx, *inputs):
+        ctx.set_materialize_grads(False)
+        _save(ctx, inputs)
+        y, hT, ctx.decays = _fwd(*inputs[:-1])
+        return y, hT
+
+    @staticmethod
+    def backward(ctx, dy, dhT):
+        # the forward's decay arrays: no second pre-pass (the op recomputes them)
+        decays, ctx.decays = ctx.decays, None
+        return _input_grads(ctx, dy, dhT, functools.partial(_bwd, decays=decays))
 
 
 # ---------------------------------------------------------------------------
@@ -469,10 +510,11 @@ def ssd(x, log_a=None, B=None, C=None, *, dt=None, A=None, D=None, z=None, dt_bi
         raise ValueError(f"backend 'triton' cannot run this ssd: {reason}")
     if seq_idx is not None:
         seq_idx = seq_idx.to(torch.int32)
-    y, hT = _op_fwd(x.contiguous(), dtla.contiguous(), _c(A), B.contiguous(), C.contiguous(),
-                    _c(D), _c(z), _c(dt_bias), _c(initial_state), _c(seq_idx), has_dt,
-                    bool(dt_softplus), -1 if chunk_size is None else int(chunk_size),
-                    bool(fp32_states))
+    op = _op_fwd if torch.compiler.is_compiling() else _EagerSSD.apply
+    y, hT = op(x.contiguous(), dtla.contiguous(), _c(A), B.contiguous(), C.contiguous(),
+               _c(D), _c(z), _c(dt_bias), _c(initial_state), _c(seq_idx), has_dt,
+               bool(dt_softplus), -1 if chunk_size is None else int(chunk_size),
+               bool(fp32_states))
     if not return_final_state:
         return y
     if final_state_dtype is not None:
