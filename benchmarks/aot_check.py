@@ -56,11 +56,11 @@ kernels = {
     "bwd1": (K.ssd_bwd_fwdsweep_kernel,
              dict(x_ptr=P, dt_ptr=F, A_ptr=F, dtb_ptr=F, B_ptr=P, C_ptr=P, D_ptr=F, z_ptr=P,
                   h0_ptr=F, seq_ptr="*i32", dy_ptr=P, dec_ptr=F, etot_ptr=F, dhT_ptr=F, dC_ptr=F,
-                  r1_ptr=F, dz_ptr=P, dD_ptr=F, st_ptr=P),
+                  w_ptr=F, dz_ptr=P, dD_ptr=F, st_ptr=P),
              dict(HAS_H0=False, HAS_DHT=False)),
     "bwd2": (K.ssd_bwd_revsweep_kernel,
              dict(x_ptr=P, dt_ptr=F, A_ptr=F, dtb_ptr=F, B_ptr=P, C_ptr=P, D_ptr=F, z_ptr=P,
-                  seq_ptr="*i32", dy_ptr=P, dhT_ptr=F, dec_ptr=F, etot_ptr=F, st_ptr=P, r1_ptr=F,
+                  seq_ptr="*i32", dy_ptr=P, dhT_ptr=F, dec_ptr=F, etot_ptr=F, st_ptr=P, w_ptr=F,
                   dx_ptr=P, dB_ptr=F, dla_ptr=F, q_ptr=F, dh0_ptr=F),
              dict(HAS_DHT=False, STORE_DH0=False)),
 }

@@ -31,8 +31,8 @@ launched once per loop kind and a program runs in the launch its chunk decays pi
 Backward: a decay pre-pass (on by default); two sweeps, each recomputing what it needs:
 
 * forward sweep (carries S): ``dC = (M o L) B + exp(l) (dy S_in)`` with ``M = dy xs^T``,
-  ``dz`` (recomputing y), ``dD``, ``r1off_i = dy_i . exp(l_i) S_in C_i`` and the state after
-  each chunk (bf16 for bf16 inputs, fp32 for fp32);
+  ``dz`` (recomputing y), ``dD``, ``w_t = r1off_t + rowP_t - colP_t`` (below) and the state
+  after each chunk (bf16 for bf16 inputs, fp32 for fp32);
 * reverse sweep (carries the adjoint dS (p, n)):
   ``dxs = (G o L)^T dy + exp(l_end - l) (B dS^T)``,
   ``dB = (M o L)^T C + exp(l_end - l) (xs dS)``,
@@ -40,9 +40,12 @@ Backward: a decay pre-pass (on by default); two sweeps, each recomputing what it
 
 The log-decay gradient is chunk-local, never a running sum over the sequence:
 ``dla_t = sum_{i >= t > j in the chunk} P_ij + sum_{i >= t} (r1off - r2off)_i + <dS_out, S_out>``
-with ``P = G o L o M`` (fp32, strictly lower) and ``r2off_j = xs_j . exp(l_end - l_j) dS B_j``:
-the pairs inside the chunk that straddle t, those entering or leaving the chunk, and all that
-cross its end, the last from the two states at that boundary.
+with ``P = G o L o M`` (fp32, strictly lower), ``r1off_i = dy_i . exp(l_i) S_in C_i`` and
+``r2off_j = xs_j . exp(l_end - l_j) dS B_j``: the pairs inside the chunk that straddle t, those
+entering or leaving the chunk, and all that cross its end, the last from the two states at that
+boundary. The first sum is ``sum_{i >= t} (rowP - colP)_i`` (row and column sums of P), which
+the forward sweep folds into ``w`` (it has G and M; the reverse sweep, the one short of
+registers, then forms no P tile).
 """
 
 from __future__ import annotations
@@ -380,7 +383,7 @@ def ssd_bwd_fwdsweep_kernel(
     x_ptr, dt_ptr, A_ptr, dtb_ptr, B_ptr, C_ptr, D_ptr, z_ptr, h0_ptr, seq_ptr, dy_ptr,
     dec_ptr, etot_ptr,
     dhT_ptr,
-    dC_ptr, r1_ptr, dz_ptr, dD_ptr, st_ptr,
+    dC_ptr, w_ptr, dz_ptr, dD_ptr, st_ptr,
     T, H, G, P, N, NPB,
     HAS_DT: tl.constexpr, DT_SOFTPLUS: tl.constexpr, HAS_DTB: tl.constexpr,
     HAS_D: tl.constexpr, D_PER_P: tl.constexpr, HAS_Z: tl.constexpr, HAS_H0: tl.constexpr,
@@ -389,8 +392,9 @@ def ssd_bwd_fwdsweep_kernel(
     CLAMP_C: tl.constexpr, PRE: tl.constexpr = False, FACTOR: tl.constexpr = True,
     ATOMIC: tl.constexpr = False, FAST: tl.constexpr = False, FACTORED: tl.constexpr = False,
 ):
-    """Forward sweep of the backward: dC partial (per head, p-block), dz, dD partial,
-    r1off_i = dy_i . (exp(l_i) S_in C_i), and the state after each chunk (for <dS_out, S_out>).
+    """Forward sweep of the backward: dC (partial or added in place), dz, dD partial,
+    ``w = r1off + rowP - colP`` (module docstring), and the state after each chunk (for
+    <dS_out, S_out>).
     FAST, FACTORED: as in :func:`ssd_fwd_kernel`."""
     pid_p, pid_bh, b64, h, grp = _program(H, G)
     if _skip(etot_ptr, pid_bh, tl.cdiv(T, Q), FAST, FACTORED):
@@ -408,7 +412,7 @@ def ssd_bwd_fwdsweep_kernel(
     B_base = _start(B_ptr, b64, grp, T, G, N)
     C_base = _start(C_ptr, b64, grp, T, G, N)
     dC_base, dC_rs = _grad_rows(dC_ptr, pid_p, b64, h, grp, T, H, G, N, ATOMIC)
-    r_base = r1_ptr + (pid_p.to(tl.int64) * tl.num_programs(1) + pid_bh) * T
+    w_base = w_ptr + (pid_p.to(tl.int64) * tl.num_programs(1) + pid_bh) * T
     st_off, st_mask = _state_tile(b64, h, H, P, N, offs_p, offs_n)
     NC = tl.cdiv(T, Q)
     st_base = st_ptr + (b64 * H + h) * NC * P * N
@@ -442,12 +446,12 @@ def ssd_bwd_fwdsweep_kernel(
             u = (x.to(tl.float32) * (dtv * inv)[:, None]).to(dtype)
         else:
             L = _L_tile(hi, lo, e_in, inv, e_tot, offs_q, False, FACTOR)
+        Gm = tl.dot(Ct, tl.trans(Bt), input_precision=PREC)
         if HAS_Z:
             zz = tl.load(_tile(z_base, t, H * P, offs_p), mask=m_tp,
                          other=0.0).to(tl.float32)
             sz = tl.sigmoid(zz)
             # recompute y (pre-gate) for dz
-            Gm = tl.dot(Ct, tl.trans(Bt), input_precision=PREC)
             yv = tl.dot(Ct, tl.trans(S.to(dtype)), input_precision=PREC)
             if FACTORED:
                 Wl = tl.where(offs_q[:, None] >= offs_q[None, :], Gm, 0.0).to(dtype)
@@ -466,17 +470,23 @@ def ssd_bwd_fwdsweep_kernel(
             dD_acc += tl.sum(dyp * x.to(tl.float32), axis=0)
         dyc = dyp.to(dtype)
         dCs = tl.dot(dyc, S.to(dtype), input_precision=PREC)          # dy_i S, before e_in
+        # P = G o L o M (fp32, strictly lower: the diagonal crosses nothing)
+        strict = offs_q[:, None] > offs_q[None, :]
         if FACTORED:
             Mu = tl.dot(dyc, tl.trans(u), input_precision=PREC)      # dy_i . xs_j inv_j
+            Pm = tl.where(strict, Gm * Mu, 0.0) * e_in[:, None]
             Ml = tl.where(offs_q[:, None] >= offs_q[None, :], Mu, 0.0).to(dtype)
             dC = tl.dot(Ml, Bt, dCs, input_precision=PREC) * e_in[:, None]
         else:
             M = tl.dot(dyc, tl.trans(xs), input_precision=PREC)
+            Pm = tl.where(strict, Gm * L * M, 0.0)
             dC = tl.dot((M * L).to(dtype), Bt, dCs * e_in[:, None], input_precision=PREC)
-        # r1off_i = dy_i . (exp(l_i) S_in C_i): the pairs (earlier chunk, i)
-        r1 = tl.sum(dCs * Ct.to(tl.float32), axis=1) * e_in
+        # w_t = r1off_t + sum_j P_tj - sum_i P_it: the pairs entering the chunk at t
+        # (r1off_i = dy_i . exp(l_i) S_in C_i) and those inside it that start before or end at t
+        w = (tl.sum(dCs * Ct.to(tl.float32), axis=1) * e_in + tl.sum(Pm, axis=1)
+             - tl.sum(Pm, axis=0))
         _put_grad(_tile(dC_base, t, dC_rs, offs_n), dC, m_tn, ATOMIC)
-        tl.store(r_base + t, r1, mask=mask_t)
+        tl.store(w_base + t, w, mask=mask_t)
         if FACTORED:
             S = tl.dot(tl.trans(u), Bt, S, input_precision=PREC) * e_tot
         else:
@@ -493,7 +503,7 @@ def ssd_bwd_fwdsweep_kernel(
 def ssd_bwd_revsweep_kernel(
     x_ptr, dt_ptr, A_ptr, dtb_ptr, B_ptr, C_ptr, D_ptr, z_ptr, seq_ptr, dy_ptr, dhT_ptr,
     dec_ptr, etot_ptr,
-    st_ptr, r1_ptr,
+    st_ptr, w_ptr,
     dx_ptr, dB_ptr, dla_ptr, q_ptr, dh0_ptr,
     T, H, G, P, N, NPB,
     HAS_DT: tl.constexpr, DT_SOFTPLUS: tl.constexpr, HAS_DTB: tl.constexpr,
@@ -506,9 +516,9 @@ def ssd_bwd_revsweep_kernel(
     """dx, dB partial, the log-decay gradient (partial over p-blocks), q = x . dxs, d h0.
     FAST, FACTORED: as in :func:`ssd_fwd_kernel`.
 
-    ``dla_t = sum_{i >= t in the chunk} (r1 - r2)_i + <dS_out, S_out>`` with r2 = xs . dxs:
-    the pairs (s < t <= t') inside the chunk plus all that cross the chunk's end, the latter
-    from the two states at that boundary (no long running sums, no drift).
+    ``dla_t = sum_{i >= t in the chunk} (w - r2off)_i + <dS_out, S_out>``: the pairs
+    (s < t <= t') inside the chunk plus all that cross the chunk's end, the latter from the
+    two states at that boundary (no long running sums, no drift).
     """
     pid_p, pid_bh, b64, h, grp = _program(H, G)
     if _skip(etot_ptr, pid_bh, tl.cdiv(T, Q), FAST, FACTORED):
@@ -525,7 +535,7 @@ def ssd_bwd_revsweep_kernel(
     B_base = _start(B_ptr, b64, grp, T, G, N)
     C_base = _start(C_ptr, b64, grp, T, G, N)
     dB_base, dB_rs = _grad_rows(dB_ptr, pid_p, b64, h, grp, T, H, G, N, ATOMIC)
-    r_base = r1_ptr + (pid_p.to(tl.int64) * tl.num_programs(1) + pid_bh) * T
+    w_base = w_ptr + (pid_p.to(tl.int64) * tl.num_programs(1) + pid_bh) * T
     dla_base = dla_ptr + (pid_p.to(tl.int64) * tl.num_programs(1) + pid_bh) * T
     q_base = q_ptr + (pid_p.to(tl.int64) * tl.num_programs(1) + pid_bh) * T
     st_off, st_mask = _state_tile(b64, h, H, P, N, offs_p, offs_n)
@@ -564,19 +574,12 @@ def ssd_bwd_revsweep_kernel(
         else:
             xs = x
         Gt = tl.dot(Bt, tl.trans(Ct), input_precision=PREC)   # Gt[j, i] = C_i . B_j
-        # log-decay gradient, chunk-local: the pairs (j < t <= i) inside the chunk (rows and
-        # columns of P^T[j, i] = G_ij L_ij M_ij, strictly lower: the diagonal crosses
-        # nothing), those that enter (r1off) or leave (r2off) the chunk, <dS_out, S_out>
-        strict = offs_q[None, :] > offs_q[:, None]             # i > j
         if FACTORED:
             # L_ij = e_in_i inv_j, to_end_j = e_tot inv_j: with v = dy e_in (also the dS
             # update's operand) every term is inv_j times a product of unscaled tiles
             low = offs_q[None, :] >= offs_q[:, None]
             v = (dyp * e_in[:, None]).to(dtype)
             Mvt = tl.dot(xs, tl.trans(v), input_precision=PREC)  # Mvt[j, i] = e_in_i M_ij
-            Pt = tl.where(strict, Gt * Mvt, 0.0) * inv[:, None]
-            rowP = tl.sum(Pt, axis=0)
-            colP = tl.sum(Pt, axis=1)
             dSe = (dS * e_tot).to(dtype)
             st = tl.dot(Bt, tl.trans(dSe), input_precision=PREC)
             r2off = tl.sum(xs.to(tl.float32) * st, axis=1) * inv
@@ -589,9 +592,6 @@ def ssd_bwd_revsweep_kernel(
             Lt = _L_tile(hi, lo, e_in, inv, e_tot, offs_q, True, FACTOR)   # Lt[j, i] = L[i, j]
             Mt = tl.dot(xs, tl.trans(dyc), input_precision=PREC)  # Mt[j, i] = dy_i . xs_j
             GL = Gt * Lt
-            Pt = tl.where(strict, GL * Mt, 0.0)
-            rowP = tl.sum(Pt, axis=0)
-            colP = tl.sum(Pt, axis=1)
             dSc = dS.to(dtype)
             dxs_st = tl.dot(Bt, tl.trans(dSc), input_precision=PREC) * to_end[:, None]
             r2off = tl.sum(xs.to(tl.float32) * dxs_st, axis=1)
@@ -601,10 +601,12 @@ def ssd_bwd_revsweep_kernel(
                         input_precision=PREC)
         q = tl.sum(dxs * x.to(tl.float32), axis=1)
         tl.store(q_base + t, q, mask=mask_t)
-        r1off = tl.load(r_base + t, mask=mask_t, other=0.0)
+        w = tl.load(w_base + t, mask=mask_t, other=0.0)
         S_out = tl.load(st_last - i * (P * N) + st_loc, mask=st_mask, other=0.0).to(tl.float32)
         cross = tl.sum(tl.sum(dS * S_out, axis=1), axis=0)
-        suf = tl.cumsum(rowP - colP + r1off - r2off, axis=0, reverse=True)
+        # the pairs straddling t: inside the chunk and entering it (w, from the forward
+        # sweep), leaving it (r2off), and crossing its end (<dS_out, S_out>)
+        suf = tl.cumsum(w - r2off, axis=0, reverse=True)
         tl.store(dla_base + t, suf + cross, mask=mask_t)
         _put_grad(_tile(dB_base, t, dB_rs, offs_n), dB, m_tn, ATOMIC)
         dx = dxs * dtv[:, None]

@@ -280,7 +280,7 @@ def _sweeps_bwd(dy, dhT, x, dtla, A, B, C, D, z, dt_bias, h0, seq_idx, has_dt, d
     else:
         dC_part = torch.empty(npb, b, T, h, n, **f32)
         dB_part = torch.empty(npb, b, T, h, n, **f32)
-    r1 = torch.empty(npb, b * h, T, **f32)
+    w = torch.empty(npb, b * h, T, **f32)
     dla_part = torch.empty(npb, b * h, T, **f32)
     qd = torch.empty(npb, b * h, T, **f32)
     nc = triton.cdiv(T, cfg["Q"])
@@ -311,13 +311,13 @@ def _sweeps_bwd(dy, dhT, x, dtla, A, B, C, D, z, dt_bias, h0, seq_idx, has_dt, d
                 K.ssd_bwd_fwdsweep_kernel[grid](
                     x, dtla, o(A), o(dt_bias), Bx, Cx, o(D), o(z), o(h0), o(seq_idx), dy,
                     dec, etot, o(dhT),
-                    dC_part, r1, o(dz), o(dD_part), states,
+                    dC_part, w, o(dz), o(dD_part), states,
                     T, h, g, p, n, npb, HAS_H0=h0 is not None, FACTORED=factored, **flags,
                     **_launch_opts(cfg))
             for factored in _launches(fast):
                 K.ssd_bwd_revsweep_kernel[grid](
                     x, dtla, o(A), o(dt_bias), Bx, Cx, o(D), o(z), o(seq_idx), dy, o(dhT),
-                    dec, etot, states, r1, dx, dB_part, dla_part, qd, o(dh0),
+                    dec, etot, states, w, dx, dB_part, dla_part, qd, o(dh0),
                     T, h, g, p, n, npb, STORE_DH0=need_dh0, FACTORED=factored, **flags,
                     **_launch_opts(cfg))
     else:
