@@ -1,14 +1,16 @@
 """Where the time of one SSD call goes on the GPU: per-kernel device time and host time.
 
     python benchmarks/gpu_profile.py [--Ts 1024,16384] [--variants name:ENV=VAL;...] [--fla]
-                                     [--cprofile N]
+                                     [--cprofile N] [--sections]
 
 For each T and variant, forward and forward+backward (b=8, h=32, p=64, g=1, N=64, bf16, the
 inputs of gpu_ssd.py): the device time of every kernel (torch.profiler, mean over 5 calls),
 their sum, and the host time of one call, measured while the GPU is held busy by a sleep
 kernel (so the calls only queue: the time is Python, dispatch and launches alone). A call
 whose host time exceeds its device time is bound by the host at that size. ``--cprofile N``
-adds the N largest Python functions (own time) of 20 forward+backward calls.
+adds the N largest Python functions (own time) of 20 forward+backward calls; ``--sections``
+the host time of the pieces of one call (forward without and with autograd, the backward's
+launchers alone, one launch of the pre-pass kernel).
 """
 
 from __future__ import annotations
@@ -82,13 +84,48 @@ def report(name, fn, top=0):
         python_profile(fn, top)
 
 
+def sections(T, b=8, h=32, p=64, g=1, n=64):
+    """Host ms of the pieces of a forward+backward call (GPU held busy, see host_ms)."""
+    from semisep.backends.triton import kernels as K
+    from semisep.backends.triton import ops, ssd
+    x, dt, A, B, C, D = make_inputs(b, T, h, p, g, n, torch.bfloat16, seed=T + n)
+    gy = torch.randn_like(x)
+    xg, dtg, Bg, Cg = [t.detach().clone().requires_grad_(True) for t in (x, dt, B, C)]
+    nc = (T + 63) // 64
+    dec = torch.empty(6, b * h, nc * 64, device="cuda")
+    etot = torch.empty(b * h, nc, device="cuda")
+    y = ssd(xg, None, Bg, Cg, dt=dtg, A=A, D=D)
+    pieces = {
+        "fwd, no grad": lambda: ssd(x, None, B, C, dt=dt, A=A, D=D),
+        "fwd, with grad": lambda: ssd(xg, None, Bg, Cg, dt=dtg, A=A, D=D),
+        "autograd.grad of a kept y": lambda: torch.autograd.grad(y, (xg, dtg, Bg, Cg), gy,
+                                                                 retain_graph=True),
+        "ops._bwd alone": lambda: ops._bwd(gy, None, x, dt, A, B, C, D, None, None, None, None,
+                                           True, False, -1, False),
+        "ops._sweeps_bwd alone": lambda: ops._sweeps_bwd(
+            gy, None, x, dt, A, B, C, D, None, None, None, None, True, False, -1, False, False),
+        "one pre-pass launch": lambda: K.ssd_decays_kernel[(nc, b * h)](
+            dt, A, dt, dt, dec, etot, T, h, HAS_DT=True, DT_SOFTPLUS=False, HAS_DTB=False,
+            HAS_SEQ=False, Q=64, CLAMP_C=K.CLAMP),
+        "torch.empty x 10": lambda: [torch.empty(b, h, T, device="cuda") for _ in range(10)],
+        "10 elementwise ops": lambda: [dt * 2.0 for _ in range(10)],
+    }
+    for name, fn in pieces.items():
+        print(f"T={T} host {host_ms(fn):7.3f} ms  {name}", flush=True)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--Ts", default="1024,16384")
     ap.add_argument("--variants", nargs="*", default=["default:"])
     ap.add_argument("--fla", action="store_true")
     ap.add_argument("--cprofile", type=int, default=0)
+    ap.add_argument("--sections", action="store_true")
     args = ap.parse_args()
+    if args.sections:
+        for T in [int(s) for s in args.Ts.split(",")]:
+            sections(T)
+        return
     from semisep.backends.triton import ssd
     b, h, p, g, n = 8, 32, 64, 1, 64
     for T in [int(s) for s in args.Ts.split(",")]:

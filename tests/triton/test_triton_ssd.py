@@ -59,13 +59,21 @@ def test_forward_mamba2_extras():
     assert rel(y[:1, 10:30], y1) < 1e-6
 
 
+def _assert_even(T, p, n, Q, even):
+    """The shapes of a test take the unmasked (EVEN) loops, or the masked ones, as it says."""
+    from semisep.backends.triton import ops
+    assert ops._even(ops.pick_config(p, n, Q, torch.float32), T, p, n) == even
+
+
+@pytest.mark.parametrize("T,p,even", [(37, 8, False), (48, 16, True)])
 @pytest.mark.parametrize("pre,deterministic", [("1", False), ("0", True)])
-def test_backward_all_inputs(monkeypatch, pre, deterministic):
+def test_backward_all_inputs(monkeypatch, pre, deterministic, T, p, even):
     # deterministic: dB, dC from per-head partials instead of atomic adds
     monkeypatch.setattr(torch, "are_deterministic_algorithms_enabled", lambda: deterministic)
     monkeypatch.setenv("SEMISEP_TRITON_PRE_DECAYS", pre)
-    d = make(T=37)
-    seq = torch.tensor([[0] * 20 + [1] * 17, [0] * 37], dtype=torch.int32)
+    _assert_even(T, p, 16, 16, even)
+    d = make(T=T, p=p)
+    seq = torch.tensor([[0] * 20 + [1] * (T - 20), [0] * T], dtype=torch.int32)
     ins = dict(x=d["x"], dt=d["dt"], A=d["A"], B=d["B"], C=d["C"], D=d["D"], z=d["z"],
                dt_bias=d["dtb"], initial_state=d["h0"])
     ins = {k: v.clone().requires_grad_(True) for k, v in ins.items()}
@@ -212,13 +220,16 @@ def test_strong_decays_and_resets_in_a_partial_last_chunk(monkeypatch, pre):
         assert rel(a, torch.nan_to_num(w, nan=0.0)) < 1e-4, nm
 
 
+@pytest.mark.parametrize("T", [53, 64])
 @pytest.mark.parametrize("fast", ["1", "0"])
-def test_factored_and_exact_programs_in_one_call(monkeypatch, fast):
+def test_factored_and_exact_programs_in_one_call(monkeypatch, fast, T):
     # per (batch, head): chunk decays just above and just below FACTOR_MIN = 2^-64 (the
-    # factored loop runs only where every chunk is above), a reset, and weak decays
+    # factored loop runs only where every chunk is above), a reset, and weak decays;
+    # T = 64: whole chunks, the unmasked loops
     monkeypatch.setenv("SEMISEP_TRITON_FAST", fast)
     gen = torch.Generator().manual_seed(11)
-    b, T, h, p, g, n, Q = 2, 53, 4, 16, 2, 16, 16
+    b, h, p, g, n, Q = 2, 4, 16, 2, 16, 16
+    _assert_even(T, p, n, Q, T % Q == 0)
     per_step = math.log(2.0 ** -64) / Q
     la = torch.full((b, T, h), 1e-3 * per_step)
     la[0, :, 0] = 0.99 * per_step

@@ -242,14 +242,34 @@ def _tile(base, t, stride, offs):
 
 
 @triton.jit
-def _chunk_inputs(x_base, B_base, C_base, t, T, H, G, P, N, offs_p, offs_n):
-    """``(mask_t, m_tp, m_tn, x, B, C)``: the masks and the x, B, C tiles of positions ``t``."""
+def _ld(ptrs, mask, EVEN: tl.constexpr):
+    """Load a tile of a chunk: unmasked when ``EVEN`` (whole chunks, whole p and n blocks)."""
+    if EVEN:
+        v = tl.load(ptrs)
+    else:
+        v = tl.load(ptrs, mask=mask, other=0.0)
+    return v
+
+
+@triton.jit
+def _st(ptrs, v, mask, EVEN: tl.constexpr):
+    """Store a tile of a chunk: unmasked when ``EVEN`` (see :func:`_ld`)."""
+    if EVEN:
+        tl.store(ptrs, v)
+    else:
+        tl.store(ptrs, v, mask=mask)
+
+
+@triton.jit
+def _chunk_inputs(x_base, B_base, C_base, t, T, H, G, P, N, offs_p, offs_n, EVEN: tl.constexpr):
+    """``(mask_t, m_tp, m_tn, x, B, C)``: the masks and the x, B, C tiles of positions ``t``
+    (the masks go unused, and so cost nothing, when ``EVEN``)."""
     mask_t = t < T
     m_tp = mask_t[:, None] & (offs_p < P)[None, :]
     m_tn = mask_t[:, None] & (offs_n < N)[None, :]
-    x = tl.load(_tile(x_base, t, H * P, offs_p), mask=m_tp, other=0.0)
-    Bt = tl.load(_tile(B_base, t, G * N, offs_n), mask=m_tn, other=0.0)
-    Ct = tl.load(_tile(C_base, t, G * N, offs_n), mask=m_tn, other=0.0)
+    x = _ld(_tile(x_base, t, H * P, offs_p), m_tp, EVEN)
+    Bt = _ld(_tile(B_base, t, G * N, offs_n), m_tn, EVEN)
+    Ct = _ld(_tile(C_base, t, G * N, offs_n), m_tn, EVEN)
     return mask_t, m_tp, m_tn, x, Bt, Ct
 
 
@@ -290,12 +310,15 @@ def _grad_rows(ptr, pid_p, b64, h, grp, T, H, G, N, ATOMIC: tl.constexpr):
 
 
 @triton.jit
-def _put_grad(ptrs, v, mask, ATOMIC: tl.constexpr):
+def _put_grad(ptrs, v, mask, ATOMIC: tl.constexpr, EVEN: tl.constexpr):
     """Add (ATOMIC, relaxed) or store a B or C gradient tile at :func:`_grad_rows`'s rows."""
     if ATOMIC:
-        tl.atomic_add(ptrs, v, mask=mask, sem="relaxed")
+        if EVEN:
+            tl.atomic_add(ptrs, v, sem="relaxed")
+        else:
+            tl.atomic_add(ptrs, v, mask=mask, sem="relaxed")
     else:
-        tl.store(ptrs, v, mask=mask)
+        _st(ptrs, v, mask, EVEN)
 
 
 @triton.jit
@@ -309,7 +332,7 @@ def ssd_fwd_kernel(
     HAS_SEQ: tl.constexpr, STORE_HT: tl.constexpr,
     Q: tl.constexpr, BP: tl.constexpr, BN: tl.constexpr, PREC: tl.constexpr,
     CLAMP_C: tl.constexpr, PRE: tl.constexpr = False, FACTOR: tl.constexpr = True,
-    FAST: tl.constexpr = False, FACTORED: tl.constexpr = False,
+    FAST: tl.constexpr = False, FACTORED: tl.constexpr = False, EVEN: tl.constexpr = False,
 ):
     """The forward sweep.
 
@@ -349,7 +372,7 @@ def ssd_fwd_kernel(
             PRE, dec_ptr, etot_ptr, tl.num_programs(1), n_chunks, c, dt_ptr, A_ptr, dtb_ptr,
             seq_ptr, b64, h, H, T, t, HAS_DT, DT_SOFTPLUS, HAS_DTB, HAS_SEQ, CLAMP_C)
         mask_t, m_tp, m_tn, x, Bt, Ct = _chunk_inputs(x_base, B_base, C_base, t, T, H, G, P, N,
-                                                      offs_p, offs_n)
+                                                      offs_p, offs_n, EVEN)
         Gm = tl.dot(Ct, tl.trans(Bt), input_precision=PREC)
         acc = tl.dot(Ct, tl.trans(S.to(dtype)), input_precision=PREC)
         if FACTORED:
@@ -369,10 +392,9 @@ def ssd_fwd_kernel(
         if HAS_D:
             acc = _plus_D(acc, x.to(tl.float32), Dv, D_PER_P)
         if HAS_Z:
-            zz = tl.load(_tile(z_base, t, H * P, offs_p), mask=m_tp,
-                         other=0.0).to(tl.float32)
+            zz = _ld(_tile(z_base, t, H * P, offs_p), m_tp, EVEN).to(tl.float32)
             acc = acc * zz * tl.sigmoid(zz)
-        tl.store(_tile(y_base, t, H * P, offs_p), acc.to(dtype), mask=m_tp)
+        _st(_tile(y_base, t, H * P, offs_p), acc.to(dtype), m_tp, EVEN)
 
     if STORE_HT:
         tl.store(hT_ptr + st_off, S.to(hT_ptr.dtype.element_ty), mask=st_mask)
@@ -391,6 +413,7 @@ def ssd_bwd_fwdsweep_kernel(
     Q: tl.constexpr, BP: tl.constexpr, BN: tl.constexpr, PREC: tl.constexpr,
     CLAMP_C: tl.constexpr, PRE: tl.constexpr = False, FACTOR: tl.constexpr = True,
     ATOMIC: tl.constexpr = False, FAST: tl.constexpr = False, FACTORED: tl.constexpr = False,
+    EVEN: tl.constexpr = False,
 ):
     """Forward sweep of the backward: dC (partial or added in place), dz, dD partial,
     ``w = r1off + rowP - colP`` (module docstring), and the state after each chunk (for
@@ -433,9 +456,8 @@ def ssd_bwd_fwdsweep_kernel(
             PRE, dec_ptr, etot_ptr, tl.num_programs(1), n_chunks, c, dt_ptr, A_ptr, dtb_ptr,
             seq_ptr, b64, h, H, T, t, HAS_DT, DT_SOFTPLUS, HAS_DTB, HAS_SEQ, CLAMP_C)
         mask_t, m_tp, m_tn, x, Bt, Ct = _chunk_inputs(x_base, B_base, C_base, t, T, H, G, P, N,
-                                                      offs_p, offs_n)
-        dyo = tl.load(_tile(dy_base, t, H * P, offs_p), mask=m_tp,
-                      other=0.0).to(tl.float32)
+                                                      offs_p, offs_n, EVEN)
+        dyo = _ld(_tile(dy_base, t, H * P, offs_p), m_tp, EVEN).to(tl.float32)
         if HAS_DT:
             xs = (x.to(tl.float32) * dtv[:, None]).to(dtype)
         else:
@@ -448,8 +470,7 @@ def ssd_bwd_fwdsweep_kernel(
             L = _L_tile(hi, lo, e_in, inv, e_tot, offs_q, False, FACTOR)
         Gm = tl.dot(Ct, tl.trans(Bt), input_precision=PREC)
         if HAS_Z:
-            zz = tl.load(_tile(z_base, t, H * P, offs_p), mask=m_tp,
-                         other=0.0).to(tl.float32)
+            zz = _ld(_tile(z_base, t, H * P, offs_p), m_tp, EVEN).to(tl.float32)
             sz = tl.sigmoid(zz)
             # recompute y (pre-gate) for dz
             yv = tl.dot(Ct, tl.trans(S.to(dtype)), input_precision=PREC)
@@ -461,8 +482,7 @@ def ssd_bwd_fwdsweep_kernel(
             if HAS_D:
                 yv = _plus_D(yv, x.to(tl.float32), Dv, D_PER_P)
             dz = dyo * yv * sz * (1.0 + zz * (1.0 - sz))
-            tl.store(_tile(dz_base, t, H * P, offs_p), dz.to(dz_ptr.dtype.element_ty),
-                     mask=m_tp)
+            _st(_tile(dz_base, t, H * P, offs_p), dz.to(dz_ptr.dtype.element_ty), m_tp, EVEN)
             dyp = dyo * zz * sz
         else:
             dyp = dyo
@@ -485,14 +505,14 @@ def ssd_bwd_fwdsweep_kernel(
         # (r1off_i = dy_i . exp(l_i) S_in C_i) and those inside it that start before or end at t
         w = (tl.sum(dCs * Ct.to(tl.float32), axis=1) * e_in + tl.sum(Pm, axis=1)
              - tl.sum(Pm, axis=0))
-        _put_grad(_tile(dC_base, t, dC_rs, offs_n), dC, m_tn, ATOMIC)
-        tl.store(w_base + t, w, mask=mask_t)
+        _put_grad(_tile(dC_base, t, dC_rs, offs_n), dC, m_tn, ATOMIC, EVEN)
+        _st(w_base + t, w, mask_t, EVEN)
         if FACTORED:
             S = tl.dot(tl.trans(u), Bt, S, input_precision=PREC) * e_tot
         else:
             xd = (xs.to(tl.float32) * to_end[:, None]).to(dtype)
             S = tl.dot(tl.trans(xd), Bt, S * e_tot, input_precision=PREC)
-        tl.store(st_base + st_loc, S.to(st_ptr.dtype.element_ty), mask=st_mask)
+        _st(st_base + st_loc, S.to(st_ptr.dtype.element_ty), st_mask, EVEN)
         st_base += P * N
 
     if HAS_D:
@@ -512,6 +532,7 @@ def ssd_bwd_revsweep_kernel(
     Q: tl.constexpr, BP: tl.constexpr, BN: tl.constexpr, PREC: tl.constexpr,
     CLAMP_C: tl.constexpr, PRE: tl.constexpr = False, FACTOR: tl.constexpr = True,
     ATOMIC: tl.constexpr = False, FAST: tl.constexpr = False, FACTORED: tl.constexpr = False,
+    EVEN: tl.constexpr = False,
 ):
     """dx, dB partial, the log-decay gradient (partial over p-blocks), q = x . dxs, d h0.
     FAST, FACTORED: as in :func:`ssd_fwd_kernel`.
@@ -559,21 +580,21 @@ def ssd_bwd_revsweep_kernel(
             PRE, dec_ptr, etot_ptr, tl.num_programs(1), n_chunks, c, dt_ptr, A_ptr, dtb_ptr,
             seq_ptr, b64, h, H, T, t, HAS_DT, DT_SOFTPLUS, HAS_DTB, HAS_SEQ, CLAMP_C)
         mask_t, m_tp, m_tn, x, Bt, Ct = _chunk_inputs(x_base, B_base, C_base, t, T, H, G, P, N,
-                                                      offs_p, offs_n)
-        dyo = tl.load(_tile(dy_base, t, H * P, offs_p), mask=m_tp,
-                      other=0.0).to(tl.float32)
+                                                      offs_p, offs_n, EVEN)
+        dyo = _ld(_tile(dy_base, t, H * P, offs_p), m_tp, EVEN).to(tl.float32)
         if HAS_Z:
-            zz = tl.load(_tile(z_base, t, H * P, offs_p), mask=m_tp,
-                         other=0.0).to(tl.float32)
+            zz = _ld(_tile(z_base, t, H * P, offs_p), m_tp, EVEN).to(tl.float32)
             dyp = dyo * zz * tl.sigmoid(zz)
         else:
             dyp = dyo
         dyc = dyp.to(dtype)
+        xf = x.to(tl.float32)
         if HAS_DT:
-            xs = (x.to(tl.float32) * dtv[:, None]).to(dtype)
+            xs = (xf * dtv[:, None]).to(dtype)
         else:
             xs = x
         Gt = tl.dot(Bt, tl.trans(Ct), input_precision=PREC)   # Gt[j, i] = C_i . B_j
+        # dxs = acc * rs (rows scaled once, with dt, for dx)
         if FACTORED:
             # L_ij = e_in_i inv_j, to_end_j = e_tot inv_j: with v = dy e_in (also the dS
             # update's operand) every term is inv_j times a product of unscaled tiles
@@ -582,9 +603,9 @@ def ssd_bwd_revsweep_kernel(
             Mvt = tl.dot(xs, tl.trans(v), input_precision=PREC)  # Mvt[j, i] = e_in_i M_ij
             dSe = (dS * e_tot).to(dtype)
             st = tl.dot(Bt, tl.trans(dSe), input_precision=PREC)
-            r2off = tl.sum(xs.to(tl.float32) * st, axis=1) * inv
-            dxs = tl.dot(tl.where(low, Gt, 0.0).to(dtype), v, st,
-                         input_precision=PREC) * inv[:, None]
+            rs = inv
+            r2off = tl.sum(xf * st, axis=1) * (dtv * rs)
+            acc = tl.dot(tl.where(low, Gt, 0.0).to(dtype), v, st, input_precision=PREC)
             dB = tl.dot(tl.where(low, Mvt, 0.0).to(dtype), Ct,
                         tl.dot(xs, dSe, input_precision=PREC),
                         input_precision=PREC) * inv[:, None]
@@ -594,25 +615,26 @@ def ssd_bwd_revsweep_kernel(
             GL = Gt * Lt
             dSc = dS.to(dtype)
             dxs_st = tl.dot(Bt, tl.trans(dSc), input_precision=PREC) * to_end[:, None]
-            r2off = tl.sum(xs.to(tl.float32) * dxs_st, axis=1)
-            dxs = tl.dot(GL.to(dtype), dyc, dxs_st, input_precision=PREC)
+            rs = tl.full((Q,), 1.0, tl.float32)
+            r2off = tl.sum(xf * dxs_st, axis=1) * dtv
+            acc = tl.dot(GL.to(dtype), dyc, dxs_st, input_precision=PREC)
             dB = tl.dot((Mt * Lt).to(dtype), Ct,
                         tl.dot(xs, dSc, input_precision=PREC) * to_end[:, None],
                         input_precision=PREC)
-        q = tl.sum(dxs * x.to(tl.float32), axis=1)
-        tl.store(q_base + t, q, mask=mask_t)
-        w = tl.load(w_base + t, mask=mask_t, other=0.0)
-        S_out = tl.load(st_last - i * (P * N) + st_loc, mask=st_mask, other=0.0).to(tl.float32)
+        q = tl.sum(acc * xf, axis=1) * rs
+        _st(q_base + t, q, mask_t, EVEN)
+        w = _ld(w_base + t, mask_t, EVEN)
+        S_out = _ld(st_last - i * (P * N) + st_loc, st_mask, EVEN).to(tl.float32)
         cross = tl.sum(tl.sum(dS * S_out, axis=1), axis=0)
         # the pairs straddling t: inside the chunk and entering it (w, from the forward
         # sweep), leaving it (r2off), and crossing its end (<dS_out, S_out>)
         suf = tl.cumsum(w - r2off, axis=0, reverse=True)
-        tl.store(dla_base + t, suf + cross, mask=mask_t)
-        _put_grad(_tile(dB_base, t, dB_rs, offs_n), dB, m_tn, ATOMIC)
-        dx = dxs * dtv[:, None]
+        _st(dla_base + t, suf + cross, mask_t, EVEN)
+        _put_grad(_tile(dB_base, t, dB_rs, offs_n), dB, m_tn, ATOMIC, EVEN)
+        dx = acc * (rs * dtv)[:, None]
         if HAS_D:
             dx = _plus_D(dx, dyp, Dv, D_PER_P)
-        tl.store(_tile(dx_base, t, H * P, offs_p), dx.to(dx_ptr.dtype.element_ty), mask=m_tp)
+        _st(_tile(dx_base, t, H * P, offs_p), dx.to(dx_ptr.dtype.element_ty), m_tp, EVEN)
         if FACTORED:
             dS = tl.dot(tl.trans(v), Ct, dS * e_tot, input_precision=PREC)
         else:

@@ -63,6 +63,12 @@ def _prec(dtype) -> str:
     return "tf32"
 
 
+def _even(cfg, T, p, n) -> bool:
+    """Whether every chunk is whole and p, n fill their blocks: the sweeps then load and store
+    without masks (``EVEN``)."""
+    return T % cfg["Q"] == 0 and p % cfg["BP"] == 0 and n == cfg["BN"]
+
+
 def _launch_opts(cfg):
     if _interpret():
         return {}
@@ -188,7 +194,7 @@ def _fwd(x, dtla, A, B, C, D, z, dt_bias, h0, seq_idx, has_dt, dt_softplus, chun
                 HAS_Z=z is not None, HAS_H0=h0 is not None, HAS_SEQ=seq_idx is not None,
                 STORE_HT=True, Q=cfg["Q"], BP=cfg["BP"], BN=cfg["BN"], PREC=_prec(x.dtype),
                 CLAMP_C=K.CLAMP, PRE=pre, FACTOR=_factor("fwd"), FAST=fast,
-                FACTORED=factored, **_launch_opts(cfg))
+                FACTORED=factored, EVEN=_even(cfg, T, p, n), **_launch_opts(cfg))
     return y, hT, ((cfg["Q"], dec, etot) if pre else None)
 
 
@@ -296,7 +302,8 @@ def _sweeps_bwd(dy, dhT, x, dtla, A, B, C, D, z, dt_bias, h0, seq_idx, has_dt, d
     flags = dict(HAS_DT=has_dt, DT_SOFTPLUS=dt_softplus, HAS_DTB=dt_bias is not None,
                  HAS_D=D is not None, D_PER_P=D is not None and D.dim() == 2,
                  HAS_Z=z is not None, HAS_SEQ=seq_idx is not None, HAS_DHT=dhT is not None,
-                 Q=cfg["Q"], BP=BP, BN=cfg["BN"], PREC=_prec(x.dtype), CLAMP_C=K.CLAMP)
+                 Q=cfg["Q"], BP=BP, BN=cfg["BN"], PREC=_prec(x.dtype), CLAMP_C=K.CLAMP,
+                 EVEN=_even(cfg, T, p, n))
     pre = _pre("bwd")
     fast = _fast(x.dtype, pre)
     if T > 0:
