@@ -65,12 +65,16 @@ def _assert_even(T, p, n, Q, even):
     assert ops._even(ops.pick_config(p, n, Q, torch.float32), T, p, n) == even
 
 
-@pytest.mark.parametrize("T,p,even", [(37, 8, False), (48, 16, True)])
+@pytest.mark.parametrize("T,p,bp,even", [(37, 8, 16, False), (48, 16, 16, True),
+                                         (48, 32, 16, True)])
 @pytest.mark.parametrize("pre,deterministic", [("1", False), ("0", True)])
-def test_backward_all_inputs(monkeypatch, pre, deterministic, T, p, even):
-    # deterministic: dB, dC from per-head partials instead of atomic adds
+def test_backward_all_inputs(monkeypatch, pre, deterministic, T, p, bp, even):
+    # deterministic: dB, dC from per-head partials instead of atomic adds; p = 32 in blocks
+    # of 16: two programs per head, whose partial gradients (dB, dC, dt, dA, ...) add up
     monkeypatch.setattr(torch, "are_deterministic_algorithms_enabled", lambda: deterministic)
     monkeypatch.setenv("SEMISEP_TRITON_PRE_DECAYS", pre)
+    monkeypatch.setenv("SEMISEP_TRITON_FWD", f"BP={bp}")
+    monkeypatch.setenv("SEMISEP_TRITON_BWD", f"BP={bp}")
     _assert_even(T, p, 16, 16, even)
     d = make(T=T, p=p)
     seq = torch.tensor([[0] * 20 + [1] * (T - 20), [0] * T], dtype=torch.int32)

@@ -71,10 +71,12 @@ def _softplus(v):
 def _chunk_decays(dt_ptr, A_ptr, dtb_ptr, seq_ptr, b64, h, H, T, t,
                   HAS_DT: tl.constexpr, DT_SOFTPLUS: tl.constexpr, HAS_DTB: tl.constexpr,
                   HAS_SEQ: tl.constexpr, CLAMP_C: tl.constexpr):
-    """For positions ``t`` (int64, Q): ``(dt, la2, hi, lo, tot)``.
+    """For positions ``t`` (int64, Q): ``(dt, la2, hi, lo, tot, keep, sig)``.
 
     dt: the factor on x (1 without dt); la2: clamped log2-decays (0 past T);
-    hi + lo: their chunk-local inclusive prefix sums; tot: the chunk's sum (fp64).
+    hi + lo: their chunk-local inclusive prefix sums; tot: the chunk's sum (fp64);
+    keep: 1 where the log-decay is not clamped (its gradient passes) and t < T, else 0;
+    sig: d dt / d raw dt (the softplus' sigmoid, or 1).
     """
     mask_t = t < T
     raw = tl.load(dt_ptr + (b64 * T + t) * H + h, mask=mask_t, other=0.0).to(tl.float32)
@@ -83,16 +85,20 @@ def _chunk_decays(dt_ptr, A_ptr, dtb_ptr, seq_ptr, b64, h, H, T, t,
             raw += tl.load(dtb_ptr + h).to(tl.float32)
         if DT_SOFTPLUS:
             dtv = _softplus(raw)
+            sig = tl.sigmoid(raw)
         else:
             dtv = raw
+            sig = tl.full(raw.shape, 1.0, tl.float32)
         la = dtv * tl.load(A_ptr + h).to(tl.float32)
     else:
         dtv = tl.full(raw.shape, 1.0, tl.float32)
+        sig = dtv
         la = raw
     if HAS_SEQ:
         s_cur = tl.load(seq_ptr + b64 * T + t, mask=mask_t, other=0)
         s_prev = tl.load(seq_ptr + b64 * T + t - 1, mask=mask_t & (t > 0), other=0)
         la = tl.where((t > 0) & (s_cur != s_prev), float("-inf"), la)
+    keep = tl.where(mask_t & (la >= -CLAMP_C), 1.0, 0.0)
     la = tl.maximum(la, -CLAMP_C)
     la = tl.where(mask_t, la, 0.0)
     la2 = la * 1.4426950408889634
@@ -100,7 +106,7 @@ def _chunk_decays(dt_ptr, A_ptr, dtb_ptr, seq_ptr, b64, h, H, T, t,
     hi = l64.to(tl.float32)
     lo = (l64 - hi.to(tl.float64)).to(tl.float32)
     tot = tl.sum(la2.to(tl.float64), axis=0)
-    return dtv, la2, hi, lo, tot
+    return dtv, la2, hi, lo, tot, keep, sig
 
 
 @triton.jit
@@ -127,8 +133,9 @@ def _decays_all(PRE: tl.constexpr, dec_ptr, etot_ptr, BH, NC, c,
         inv = tl.load(dec_ptr + (5 * BH + bh64) * TP + t)
         e_tot = tl.load(etot_ptr + bh64 * NC + c)
     else:
-        dtv, la2, hi, lo, tot = _chunk_decays(dt_ptr, A_ptr, dtb_ptr, seq_ptr, b64, h, H, T, t,
-                                              HAS_DT, DT_SOFTPLUS, HAS_DTB, HAS_SEQ, CLAMP_C)
+        dtv, la2, hi, lo, tot, _, _ = _chunk_decays(
+            dt_ptr, A_ptr, dtb_ptr, seq_ptr, b64, h, H, T, t, HAS_DT, DT_SOFTPLUS, HAS_DTB,
+            HAS_SEQ, CLAMP_C)
         e_in = tl.exp2(hi + lo)
         to_end = tl.exp2((tot - hi.to(tl.float64)).to(tl.float32) - lo)
         e_tot = tl.exp2(tot.to(tl.float32))
@@ -180,6 +187,28 @@ def ssd_decays_kernel(dt_ptr, A_ptr, dtb_ptr, seq_ptr, dec_ptr, etot_ptr, T, H,
     tl.store(dec_ptr + (4 * BH + bh64) * TP + t, to_end)
     tl.store(dec_ptr + (5 * BH + bh64) * TP + t, inv)
     tl.store(etot_ptr + bh64 * NC + c, e_tot)
+    _, _, _, _, _, keep, sig = _chunk_decays(dt_ptr, A_ptr, dtb_ptr, seq_ptr, b64, h, H, T, t,
+                                             HAS_DT, DT_SOFTPLUS, HAS_DTB, HAS_SEQ, CLAMP_C)
+    tl.store(dec_ptr + (6 * BH + bh64) * TP + t, keep)
+    tl.store(dec_ptr + (7 * BH + bh64) * TP + t, sig)
+
+
+@triton.jit
+def _dt_grad_factors(PRE: tl.constexpr, dec_ptr, BH, NC, dt_ptr, A_ptr, dtb_ptr, seq_ptr, b64,
+                     h, H, T, t, HAS_DT: tl.constexpr, DT_SOFTPLUS: tl.constexpr,
+                     HAS_DTB: tl.constexpr, HAS_SEQ: tl.constexpr, CLAMP_C: tl.constexpr):
+    """``(keep, sig)`` of :func:`_chunk_decays` for positions ``t``: from the pre-pass's rows
+    6 and 7, or computed."""
+    if PRE:
+        TP = NC * t.shape[0]
+        bh64 = b64 * H + h
+        keep = tl.load(dec_ptr + (6 * BH + bh64) * TP + t)
+        sig = tl.load(dec_ptr + (7 * BH + bh64) * TP + t)
+    else:
+        _, _, _, _, _, keep, sig = _chunk_decays(dt_ptr, A_ptr, dtb_ptr, seq_ptr, b64, h, H, T,
+                                                 t, HAS_DT, DT_SOFTPLUS, HAS_DTB, HAS_SEQ,
+                                                 CLAMP_C)
+    return keep, sig
 
 
 @triton.jit
@@ -524,7 +553,7 @@ def ssd_bwd_revsweep_kernel(
     x_ptr, dt_ptr, A_ptr, dtb_ptr, B_ptr, C_ptr, D_ptr, z_ptr, seq_ptr, dy_ptr, dhT_ptr,
     dec_ptr, etot_ptr,
     st_ptr, w_ptr,
-    dx_ptr, dB_ptr, dla_ptr, q_ptr, dh0_ptr,
+    dx_ptr, dB_ptr, ddt_ptr, dsum_ptr, dh0_ptr,
     T, H, G, P, N, NPB,
     HAS_DT: tl.constexpr, DT_SOFTPLUS: tl.constexpr, HAS_DTB: tl.constexpr,
     HAS_D: tl.constexpr, D_PER_P: tl.constexpr, HAS_Z: tl.constexpr,
@@ -534,12 +563,16 @@ def ssd_bwd_revsweep_kernel(
     ATOMIC: tl.constexpr = False, FAST: tl.constexpr = False, FACTORED: tl.constexpr = False,
     EVEN: tl.constexpr = False,
 ):
-    """dx, dB partial, the log-decay gradient (partial over p-blocks), q = x . dxs, d h0.
+    """dx, dB, d h0 and the gradient of the raw dt (or log_a), each partial over p-blocks.
     FAST, FACTORED: as in :func:`ssd_fwd_kernel`.
 
     ``dla_t = sum_{i >= t in the chunk} (w - r2off)_i + <dS_out, S_out>``: the pairs
     (s < t <= t') inside the chunk plus all that cross the chunk's end, the latter from the
-    two states at that boundary (no long running sums, no drift).
+    two states at that boundary (no long running sums, no drift). Written to ``ddt``
+    (p-blocks, b, T, H): ``keep dla`` (log_a given), or, with dt,
+    ``sig (x . dxs + A keep dla)``; ``dsum`` (2, p-blocks, b H) gets this program's sums of
+    ``keep dla dt`` (for dA) and of its ddt (for d dt_bias). The chain rule of ``dt -> dt A``,
+    the softplus and the clamp is linear in the two sums, so partials over p-blocks add up.
     """
     pid_p, pid_bh, b64, h, grp = _program(H, G)
     if _skip(etot_ptr, pid_bh, tl.cdiv(T, Q), FAST, FACTORED):
@@ -557,8 +590,12 @@ def ssd_bwd_revsweep_kernel(
     C_base = _start(C_ptr, b64, grp, T, G, N)
     dB_base, dB_rs = _grad_rows(dB_ptr, pid_p, b64, h, grp, T, H, G, N, ATOMIC)
     w_base = w_ptr + (pid_p.to(tl.int64) * tl.num_programs(1) + pid_bh) * T
-    dla_base = dla_ptr + (pid_p.to(tl.int64) * tl.num_programs(1) + pid_bh) * T
-    q_base = q_ptr + (pid_p.to(tl.int64) * tl.num_programs(1) + pid_bh) * T
+    pb_b = pid_p.to(tl.int64) * (tl.num_programs(1) // H) + b64
+    ddt_base = ddt_ptr + pb_b * T * H + h
+    if HAS_DT:
+        A_h = tl.load(A_ptr + h).to(tl.float32)
+        dA_acc = tl.full((), 0.0, tl.float32)
+        ddtb_acc = tl.full((), 0.0, tl.float32)
     st_off, st_mask = _state_tile(b64, h, H, P, N, offs_p, offs_n)
     NC = tl.cdiv(T, Q)
     st_base = st_ptr + (b64 * H + h) * NC * P * N
@@ -621,15 +658,23 @@ def ssd_bwd_revsweep_kernel(
             dB = tl.dot((Mt * Lt).to(dtype), Ct,
                         tl.dot(xs, dSc, input_precision=PREC) * to_end[:, None],
                         input_precision=PREC)
-        q = tl.sum(acc * xf, axis=1) * rs
-        _st(q_base + t, q, mask_t, EVEN)
         w = _ld(w_base + t, mask_t, EVEN)
         S_out = _ld(st_last - i * (P * N) + st_loc, st_mask, EVEN).to(tl.float32)
         cross = tl.sum(tl.sum(dS * S_out, axis=1), axis=0)
         # the pairs straddling t: inside the chunk and entering it (w, from the forward
         # sweep), leaving it (r2off), and crossing its end (<dS_out, S_out>)
         suf = tl.cumsum(w - r2off, axis=0, reverse=True)
-        _st(dla_base + t, suf + cross, mask_t, EVEN)
+        keep, sig = _dt_grad_factors(PRE, dec_ptr, tl.num_programs(1), n_chunks, dt_ptr, A_ptr,
+                                     dtb_ptr, seq_ptr, b64, h, H, T, t, HAS_DT, DT_SOFTPLUS,
+                                     HAS_DTB, HAS_SEQ, CLAMP_C)
+        dla = (suf + cross) * keep
+        if HAS_DT:
+            ddt = (tl.sum(acc * xf, axis=1) * rs + A_h * dla) * sig
+            dA_acc += tl.sum(dla * dtv, axis=0)
+            ddtb_acc += tl.sum(ddt, axis=0)
+        else:
+            ddt = dla
+        _st(ddt_base + t * H, ddt, mask_t, EVEN)
         _put_grad(_tile(dB_base, t, dB_rs, offs_n), dB, m_tn, ATOMIC, EVEN)
         dx = acc * (rs * dtv)[:, None]
         if HAS_D:
@@ -643,6 +688,10 @@ def ssd_bwd_revsweep_kernel(
 
     if STORE_DH0:
         tl.store(dh0_ptr + st_off, dS.to(dh0_ptr.dtype.element_ty), mask=st_mask)
+    if HAS_DT:
+        slot = pid_p.to(tl.int64) * tl.num_programs(1) + pid_bh
+        tl.store(dsum_ptr + slot, dA_acc)
+        tl.store(dsum_ptr + NPB * tl.num_programs(1) + slot, ddtb_acc)
 
 
 @triton.jit

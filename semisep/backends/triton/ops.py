@@ -235,7 +235,7 @@ def _pre_decays(pre, x, dtla, A, dt_bias, seq_idx, has_dt, dt_softplus, Q):
         return d.float(), d.float()
     b, T, h = dtla.shape
     nc = triton.cdiv(T, Q)
-    dec = torch.empty(6, b * h, nc * Q, device=x.device, dtype=torch.float32)
+    dec = torch.empty(8, b * h, nc * Q, device=x.device, dtype=torch.float32)
     etot = torch.empty(b * h, nc, device=x.device, dtype=torch.float32)
     d = _dummy(x)
     K.ssd_decays_kernel[(nc, b * h)](
@@ -244,24 +244,6 @@ def _pre_decays(pre, x, dtla, A, dt_bias, seq_idx, has_dt, dt_softplus, Q):
         HAS_DT=has_dt, DT_SOFTPLUS=dt_softplus, HAS_DTB=dt_bias is not None,
         HAS_SEQ=seq_idx is not None, Q=Q, CLAMP_C=K.CLAMP)
     return dec, etot
-
-
-def _effective_la(dtla, A, dt_bias, seq_idx, has_dt, dt_softplus):
-    """(dt_eff or None, raw pre-softplus or None, la) in fp32, as the kernels see them."""
-    raw = dtla.float()
-    if has_dt:
-        if dt_bias is not None:
-            raw = raw + dt_bias.float()
-        dte = torch.nn.functional.softplus(raw) if dt_softplus else raw
-        la = dte * A.float()
-    else:
-        dte = None
-        la = raw
-    if seq_idx is not None:
-        ch = torch.zeros_like(seq_idx, dtype=torch.bool)
-        ch[:, 1:] = seq_idx[:, 1:] != seq_idx[:, :-1]
-        la = la.masked_fill(ch[..., None], float("-inf"))
-    return dte, raw, la
 
 
 def _sweeps_bwd(dy, dhT, x, dtla, A, B, C, D, z, dt_bias, h0, seq_idx, has_dt, dt_softplus,
@@ -287,8 +269,9 @@ def _sweeps_bwd(dy, dhT, x, dtla, A, B, C, D, z, dt_bias, h0, seq_idx, has_dt, d
         dC_part = torch.empty(npb, b, T, h, n, **f32)
         dB_part = torch.empty(npb, b, T, h, n, **f32)
     w = torch.empty(npb, b * h, T, **f32)
-    dla_part = torch.empty(npb, b * h, T, **f32)
-    qd = torch.empty(npb, b * h, T, **f32)
+    # the raw dt's (or log_a's) gradient and the sums for dA, d dt_bias, per p-block
+    ddt = torch.empty(npb, b, T, h, **f32)
+    dsum = torch.empty(2, npb, b, h, **f32)
     nc = triton.cdiv(T, cfg["Q"])
     st_dtype = torch.float32 if (x.dtype == torch.float32 or fp32_states) else x.dtype
     states = torch.empty(b, h, nc, p, n, device=x.device, dtype=st_dtype)
@@ -324,50 +307,41 @@ def _sweeps_bwd(dy, dhT, x, dtla, A, B, C, D, z, dt_bias, h0, seq_idx, has_dt, d
             for factored in _launches(fast):
                 K.ssd_bwd_revsweep_kernel[grid](
                     x, dtla, o(A), o(dt_bias), Bx, Cx, o(D), o(z), o(seq_idx), dy, o(dhT),
-                    dec, etot, states, w, dx, dB_part, dla_part, qd, o(dh0),
+                    dec, etot, states, w, dx, dB_part, ddt, dsum, o(dh0),
                     T, h, g, p, n, npb, STORE_DH0=need_dh0, FACTORED=factored, **flags,
                     **_launch_opts(cfg))
     else:
         if need_dh0:
             dh0.copy_(dhT if dhT is not None else torch.zeros_like(dh0))
-        dla_part.zero_()
-        qd.zero_()
+        ddt.zero_()
+        dsum.zero_()
         if dD_part is not None:
             dD_part.zero_()
     del states
     # one p-block (p <= 64): the partials are the sums
-    dla = (dla_part[0] if npb == 1 else dla_part.sum(0)).view(b, h, T)
-    qsum = (qd[0] if npb == 1 else qd.sum(0)).view(b, h, T)
+    ddt = ddt[0] if npb == 1 else ddt.sum(0)
     if atomic:
         dB32, dC32 = dB_part.view(b, T, g, n), dC_part.view(b, T, g, n)
     else:
         dB32 = dB_part.view(npb, b, T, g, h // g, n).sum((0, 4))
         dC32 = dC_part.view(npb, b, T, g, h // g, n).sum((0, 4))
     dDp = None if dD_part is None else dD_part
-    return dx, dz, dla, qsum, dB32, dC32, dDp, dh0
+    return dx, dz, ddt, dsum, dB32, dC32, dDp, dh0
 
 
 def _bwd(dy, dhT, x, dtla, A, B, C, D, z, dt_bias, h0, seq_idx, has_dt, dt_softplus,
          chunk_size, fp32_states, decays=None):
     b, T, h, p = x.shape
-    dx, dz, dla, qsum, dB32, dC32, dD_part, dh0 = _sweeps_bwd(
+    dx, dz, ddt, dsum, dB32, dC32, dD_part, dh0 = _sweeps_bwd(
         dy, dhT, x, dtla, A, B, C, D, z, dt_bias, h0, seq_idx, has_dt, dt_softplus,
         chunk_size, h0 is not None, fp32_states, decays)
-    dte, raw, la = _effective_la(dtla, A, dt_bias, seq_idx, has_dt, dt_softplus)
-    dla = dla.transpose(1, 2).contiguous()                         # b T h
-    dla = dla.masked_fill(la < -K.CLAMP, 0.0)
+    # the kernels applied the chain rule of the clamp, dt -> dt A and the softplus
     dA = ddtb = None
     if has_dt:
-        ddte = qsum.transpose(1, 2) + dla * A.float()
-        ddte = ddte.contiguous()
-        dA = (dla * dte).sum((0, 1)).to(A.dtype)
-        if dt_softplus:
-            ddte = ddte * torch.sigmoid(raw)
+        dA = dsum[0].sum((0, 1)).to(A.dtype)
         if dt_bias is not None:
-            ddtb = ddte.sum((0, 1)).to(dt_bias.dtype)
-        ddtla = ddte.to(dtla.dtype)
-    else:
-        ddtla = dla.to(dtla.dtype)
+            ddtb = dsum[1].sum((0, 1)).to(dt_bias.dtype)
+    ddtla = ddt.to(dtla.dtype)
     dB = dB32.to(B.dtype)
     dC = dC32.to(C.dtype)
     dD = None
