@@ -570,8 +570,8 @@ def ssd_bwd_revsweep_kernel(
     (s < t <= t') inside the chunk plus all that cross the chunk's end, the latter from the
     two states at that boundary (no long running sums, no drift). Written to ``ddt``
     (p-blocks, b, T, H): ``keep dla`` (log_a given), or, with dt,
-    ``sig (x . dxs + A keep dla)``; ``dsum`` (2, p-blocks, b H) gets this program's sums of
-    ``keep dla dt`` (for dA) and of its ddt (for d dt_bias). The chain rule of ``dt -> dt A``,
+    ``sig (x . dxs + A keep dla)``; ``dsum`` (2, p-blocks, b H, chunks) gets each chunk's sums
+    of ``keep dla dt`` (for dA) and of its ddt (for d dt_bias). The chain rule of ``dt -> dt A``,
     the softplus and the clamp is linear in the two sums, so partials over p-blocks add up.
     """
     pid_p, pid_bh, b64, h, grp = _program(H, G)
@@ -594,8 +594,9 @@ def ssd_bwd_revsweep_kernel(
     ddt_base = ddt_ptr + pb_b * T * H + h
     if HAS_DT:
         A_h = tl.load(A_ptr + h).to(tl.float32)
-        dA_acc = tl.full((), 0.0, tl.float32)
-        ddtb_acc = tl.full((), 0.0, tl.float32)
+        NC = tl.cdiv(T, Q)
+        dsum_row = dsum_ptr + (pid_p.to(tl.int64) * tl.num_programs(1) + pid_bh) * NC
+        dsum_half = NPB * tl.num_programs(1) * NC
     st_off, st_mask = _state_tile(b64, h, H, P, N, offs_p, offs_n)
     NC = tl.cdiv(T, Q)
     st_base = st_ptr + (b64 * H + h) * NC * P * N
@@ -670,8 +671,9 @@ def ssd_bwd_revsweep_kernel(
         dla = (suf + cross) * keep
         if HAS_DT:
             ddt = (tl.sum(acc * xf, axis=1) * rs + A_h * dla) * sig
-            dA_acc += tl.sum(dla * dtv, axis=0)
-            ddtb_acc += tl.sum(ddt, axis=0)
+            # per-chunk sums (torch adds them up as a tree: no long running sum)
+            tl.store(dsum_row + c, tl.sum(dla * dtv, axis=0))
+            tl.store(dsum_row + dsum_half + c, tl.sum(ddt, axis=0))
         else:
             ddt = dla
         _st(ddt_base + t * H, ddt, mask_t, EVEN)
@@ -688,10 +690,6 @@ def ssd_bwd_revsweep_kernel(
 
     if STORE_DH0:
         tl.store(dh0_ptr + st_off, dS.to(dh0_ptr.dtype.element_ty), mask=st_mask)
-    if HAS_DT:
-        slot = pid_p.to(tl.int64) * tl.num_programs(1) + pid_bh
-        tl.store(dsum_ptr + slot, dA_acc)
-        tl.store(dsum_ptr + NPB * tl.num_programs(1) + slot, ddtb_acc)
 
 
 @triton.jit

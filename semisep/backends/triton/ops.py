@@ -271,7 +271,7 @@ def _sweeps_bwd(dy, dhT, x, dtla, A, B, C, D, z, dt_bias, h0, seq_idx, has_dt, d
     w = torch.empty(npb, b * h, T, **f32)
     # the raw dt's (or log_a's) gradient and the sums for dA, d dt_bias, per p-block
     ddt = torch.empty(npb, b, T, h, **f32)
-    dsum = torch.empty(2, npb, b, h, **f32)
+    dsum = torch.empty(2, npb, b, h, triton.cdiv(T, cfg["Q"]), **f32)
     nc = triton.cdiv(T, cfg["Q"])
     st_dtype = torch.float32 if (x.dtype == torch.float32 or fp32_states) else x.dtype
     states = torch.empty(b, h, nc, p, n, device=x.device, dtype=st_dtype)
@@ -338,9 +338,9 @@ def _bwd(dy, dhT, x, dtla, A, B, C, D, z, dt_bias, h0, seq_idx, has_dt, dt_softp
     # the kernels applied the chain rule of the clamp, dt -> dt A and the softplus
     dA = ddtb = None
     if has_dt:
-        dA = dsum[0].sum((0, 1)).to(A.dtype)
+        dA = dsum[0].sum((0, 1, 3)).to(A.dtype)
         if dt_bias is not None:
-            ddtb = dsum[1].sum((0, 1)).to(dt_bias.dtype)
+            ddtb = dsum[1].sum((0, 1, 3)).to(dt_bias.dtype)
     ddtla = ddt.to(dtla.dtype)
     dB = dB32.to(B.dtype)
     dC = dC32.to(C.dtype)
