@@ -164,6 +164,9 @@ def test_shape_errors_name_the_argument():
         ssd(d["x"], d["la"], d["B"], d["C"], initial_state=d["h0"][:, :1])
     with pytest.raises(ValueError, match="exactly one"):
         ssd(d["x"], d["la"], d["B"], d["C"], dt=d["dt"], A=d["A"])
+    # bfloat16 dots are wrong under the interpreter: refused, not computed
+    with pytest.raises(ValueError, match="bfloat16"):
+        ssd(d["x"].bfloat16(), d["la"], d["B"], d["C"])
 
 
 def test_opcheck_custom_op():

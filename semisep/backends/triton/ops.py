@@ -102,6 +102,10 @@ def supports_reason(x, B, C, *, chunk_size=None) -> Optional[str]:
         return f"the Triton kernels need CUDA tensors, got device {x.device}"
     if x.dtype not in _FLOAT:
         return f"x dtype {x.dtype} is not one of float32, bfloat16, float16"
+    if not x.is_cuda and x.dtype == torch.bfloat16:
+        # the interpreter multiplies bfloat16 bit patterns in tl.dot (triton-lang/triton#11584)
+        return ("the Triton interpreter (TRITON_INTERPRET=1) gives wrong bfloat16 dots; "
+                "use float32 or float16 on the CPU, bfloat16 on a GPU")
     if x.dim() != 4 or B.dim() != 4:
         return "the Triton kernels take the ssd layout x (b, T, h, p), B (b, T, g, n)"
     p, n = x.shape[-1], B.shape[-1]
