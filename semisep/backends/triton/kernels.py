@@ -165,8 +165,11 @@ def _L_tile(hi, lo, e_in, inv, e_tot, offs_q, TRANSPOSED: tl.constexpr,
 @triton.jit
 def ssd_decays_kernel(dt_ptr, A_ptr, dtb_ptr, seq_ptr, dec_ptr, etot_ptr, T, H,
                       HAS_DT: tl.constexpr, DT_SOFTPLUS: tl.constexpr, HAS_DTB: tl.constexpr,
-                      HAS_SEQ: tl.constexpr, Q: tl.constexpr, CLAMP_C: tl.constexpr):
-    """The per-position decay data of every chunk, once, for the sweeps (grid (chunks, b*h))."""
+                      HAS_SEQ: tl.constexpr, Q: tl.constexpr, CLAMP_C: tl.constexpr,
+                      GRAD_ROWS: tl.constexpr = True):
+    """The per-position decay data of every chunk, once, for the sweeps (grid (chunks, b*h)):
+    rows 0-5 for every sweep, rows 6-7 (clamp mask, softplus slope) for the backward's
+    (``GRAD_ROWS``)."""
     c = tl.program_id(0)
     bh = tl.program_id(1)
     BH = tl.num_programs(1)
@@ -187,10 +190,12 @@ def ssd_decays_kernel(dt_ptr, A_ptr, dtb_ptr, seq_ptr, dec_ptr, etot_ptr, T, H,
     tl.store(dec_ptr + (4 * BH + bh64) * TP + t, to_end)
     tl.store(dec_ptr + (5 * BH + bh64) * TP + t, inv)
     tl.store(etot_ptr + bh64 * NC + c, e_tot)
-    _, _, _, _, _, keep, sig = _chunk_decays(dt_ptr, A_ptr, dtb_ptr, seq_ptr, b64, h, H, T, t,
-                                             HAS_DT, DT_SOFTPLUS, HAS_DTB, HAS_SEQ, CLAMP_C)
-    tl.store(dec_ptr + (6 * BH + bh64) * TP + t, keep)
-    tl.store(dec_ptr + (7 * BH + bh64) * TP + t, sig)
+    if GRAD_ROWS:
+        _, _, _, _, _, keep, sig = _chunk_decays(dt_ptr, A_ptr, dtb_ptr, seq_ptr, b64, h, H, T,
+                                                 t, HAS_DT, DT_SOFTPLUS, HAS_DTB, HAS_SEQ,
+                                                 CLAMP_C)
+        tl.store(dec_ptr + (6 * BH + bh64) * TP + t, keep)
+        tl.store(dec_ptr + (7 * BH + bh64) * TP + t, sig)
 
 
 @triton.jit

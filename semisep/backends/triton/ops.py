@@ -165,9 +165,11 @@ def _dummy(x):
 # raw launchers
 # ---------------------------------------------------------------------------
 
-def _fwd(x, dtla, A, B, C, D, z, dt_bias, h0, seq_idx, has_dt, dt_softplus, chunk_size):
+def _fwd(x, dtla, A, B, C, D, z, dt_bias, h0, seq_idx, has_dt, dt_softplus, chunk_size,
+         for_grad=False):
     """``(y, final state, decays)``: decays is what :func:`_pre_decays` made (or None), which
-    the backward can take instead of running the pre-pass again."""
+    the backward can take instead of running the pre-pass again (``for_grad``: with the rows
+    only the backward reads)."""
     b, T, h, p = x.shape
     g, n = B.shape[2], B.shape[3]
     # B, C share x's dtype inside the dots
@@ -184,7 +186,7 @@ def _fwd(x, dtla, A, B, C, D, z, dt_bias, h0, seq_idx, has_dt, dt_softplus, chun
     pre = _pre("fwd")
     with _device_ctx(x):
         dec, etot = _pre_decays(pre, x, dtla, A, dt_bias, seq_idx, has_dt, dt_softplus,
-                                cfg["Q"])
+                                cfg["Q"], for_grad)
         fast = _fast(x.dtype, pre)
         for factored in _launches(fast):
             K.ssd_fwd_kernel[grid](
@@ -232,21 +234,23 @@ def _pre(kind: str = "fwd") -> bool:
     return os.environ.get("SEMISEP_TRITON_PRE_DECAYS", _DEFAULTS[kind]["pre"]) == "1"
 
 
-def _pre_decays(pre, x, dtla, A, dt_bias, seq_idx, has_dt, dt_softplus, Q):
-    """The decay arrays of :func:`kernels.ssd_decays_kernel` (or dummies when not ``pre``)."""
+def _pre_decays(pre, x, dtla, A, dt_bias, seq_idx, has_dt, dt_softplus, Q, for_grad=True):
+    """The decay arrays of :func:`kernels.ssd_decays_kernel` (or dummies when not ``pre``);
+    ``for_grad``: with rows 6-7, which only the backward reads."""
     if not pre:
         d = _dummy(x)
         return d.float(), d.float()
     b, T, h = dtla.shape
     nc = triton.cdiv(T, Q)
-    dec = torch.empty(8, b * h, nc * Q, device=x.device, dtype=torch.float32)
+    dec = torch.empty(8 if for_grad else 6, b * h, nc * Q, device=x.device,
+                      dtype=torch.float32)
     etot = torch.empty(b * h, nc, device=x.device, dtype=torch.float32)
     d = _dummy(x)
     K.ssd_decays_kernel[(nc, b * h)](
         dtla, A if A is not None else d, dt_bias if dt_bias is not None else d,
         seq_idx if seq_idx is not None else d, dec, etot, T, h,
         HAS_DT=has_dt, DT_SOFTPLUS=dt_softplus, HAS_DTB=dt_bias is not None,
-        HAS_SEQ=seq_idx is not None, Q=Q, CLAMP_C=K.CLAMP)
+        HAS_SEQ=seq_idx is not None, Q=Q, CLAMP_C=K.CLAMP, GRAD_ROWS=for_grad)
     return dec, etot
 
 
@@ -295,7 +299,7 @@ def _sweeps_bwd(dy, dhT, x, dtla, A, B, C, D, z, dt_bias, h0, seq_idx, has_dt, d
     fast = _fast(x.dtype, pre)
     if T > 0:
         with _device_ctx(x):
-            if pre and decays is not None and decays[0] == cfg["Q"]:
+            if pre and decays is not None and decays[0] == cfg["Q"] and len(decays[1]) == 8:
                 dec, etot = decays[1:]
             else:
                 dec, etot = _pre_decays(pre, x, dtla, A, dt_bias, seq_idx, has_dt, dt_softplus,
@@ -454,7 +458,7 @@ class _EagerSSD(torch.autograd.Function):
     def forward(ctx, *inputs):
         ctx.set_materialize_grads(False)
         _save(ctx, inputs)
-        y, hT, ctx.decays = _fwd(*inputs[:-1])
+        y, hT, ctx.decays = _fwd(*inputs[:-1], for_grad=any(ctx.needs_input_grad))
         return y, hT
 
     @staticmethod
