@@ -129,6 +129,9 @@ def ceilings():
 
 def checks(results, quick=False):
     from semisep.backends.triton import naive, ssd, ssd_decode_step
+    # the inputs drawn from the global generator (until run 17 unseeded: the all-extras
+    # case's dA and dt_bias moved between runs with its random dt)
+    torch.manual_seed(0)
     ok = True
 
     def report(name, val, tol):

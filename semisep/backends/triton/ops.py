@@ -276,11 +276,11 @@ def _sweeps_bwd(dy, dhT, x, dtla, A, B, C, D, z, dt_bias, h0, seq_idx, has_dt, d
     else:
         dC_part = torch.empty(npb, b, T, h, n, **f32)
         dB_part = torch.empty(npb, b, T, h, n, **f32)
-    w = torch.empty(npb, b * h, T, **f32)
-    # the raw dt's (or log_a's) gradient and the sums for dA, d dt_bias, per p-block
-    ddt = torch.empty(npb, b, T, h, **f32)
-    dsum = torch.empty(2, npb, b, h, triton.cdiv(T, cfg["Q"]), **f32)
     nc = triton.cdiv(T, cfg["Q"])
+    w = torch.empty(npb, b * h, T, **f32)
+    # the raw dt's (or log_a's) gradient, and per chunk the sums for dA and d dt_bias
+    ddt = torch.empty(npb, b, T, h, **f32)
+    dsum = torch.empty(2, npb, b, h, nc, **f32)
     st_dtype = torch.float32 if (x.dtype == torch.float32 or fp32_states) else x.dtype
     states = torch.empty(b, h, nc, p, n, device=x.device, dtype=st_dtype)
     dz = torch.empty_like(z) if z is not None else None
@@ -339,7 +339,7 @@ def _sweeps_bwd(dy, dhT, x, dtla, A, B, C, D, z, dt_bias, h0, seq_idx, has_dt, d
 
 def _bwd(dy, dhT, x, dtla, A, B, C, D, z, dt_bias, h0, seq_idx, has_dt, dt_softplus,
          chunk_size, fp32_states, decays=None):
-    b, T, h, p = x.shape
+    """The gradients of every input, in the op's order (None for the absent ones)."""
     dx, dz, ddt, dsum, dB32, dC32, dD_part, dh0 = _sweeps_bwd(
         dy, dhT, x, dtla, A, B, C, D, z, dt_bias, h0, seq_idx, has_dt, dt_softplus,
         chunk_size, h0 is not None, fp32_states, decays)
