@@ -36,8 +36,8 @@ for j, n in enumerate(Ns):
         ax.grid(True, which="both", alpha=0.3)
 axes[0][0].legend(fontsize=7)
 axes[1][0].legend(fontsize=7)
-fig.suptitle(f"SSD on {res.get('device')} (b=8, h=32, p=64, g=1, bf16), {res.get('date')}, "
-             f"torch {res.get('torch')}, triton {res.get('triton')}")
+fig.suptitle(f"SSD on {res.get('device')} (b=8, h=32, p=64, g=1, bf16)\n{res.get('date')}, "
+             f"torch {res.get('torch')}, triton {res.get('triton')}", fontsize=9)
 fig.tight_layout()
 fig.savefig(dst, dpi=110)
 print("wrote", dst)
