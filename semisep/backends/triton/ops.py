@@ -12,7 +12,6 @@ import os
 from typing import Optional
 
 import torch
-import triton
 
 from . import kernels as K
 
@@ -25,6 +24,16 @@ _FLOAT = (torch.float32, torch.bfloat16, torch.float16)
 # configuration
 # ---------------------------------------------------------------------------
 
+def _cdiv(a: int, b: int) -> int:
+    """``ceil(a / b)`` (triton.cdiv is a constexpr function: ~5 us a call from Python)."""
+    return -(-a // b)
+
+
+def _pow2(n: int) -> int:
+    """The least power of two >= n (and 1 for n <= 1)."""
+    return 1 << max(n - 1, 0).bit_length()
+
+
 def _interpret() -> bool:
     return os.environ.get("TRITON_INTERPRET", "0") == "1"
 
@@ -36,8 +45,8 @@ def pick_config(p: int, n: int, chunk_size: Optional[int], dtype, kind: str = "f
     and of 32 above (register pressure). ``SEMISEP_TRITON_FWD`` / ``_BWD`` override any
     field for experiments, e.g. ``"BP=32,num_warps=4"``.
     """
-    BN = max(16, triton.next_power_of_2(n))
-    BP = max(16, min(64, triton.next_power_of_2(p)))
+    BN = max(16, _pow2(n))
+    BP = max(16, min(64, _pow2(p)))
     if chunk_size is not None:
         Q = chunk_size
     else:
@@ -179,7 +188,7 @@ def _fwd(x, dtla, A, B, C, D, z, dt_bias, h0, seq_idx, has_dt, dt_softplus, chun
     y = torch.empty_like(x)
     hT = torch.empty(b, h, p, n, device=x.device, dtype=torch.float32)
     d = _dummy(x)
-    grid = (triton.cdiv(p, cfg["BP"]), b * h)
+    grid = (_cdiv(p, cfg["BP"]), b * h)
     if T == 0:
         hT.copy_(h0 if h0 is not None else torch.zeros_like(hT))
         return y, hT, None
@@ -241,7 +250,7 @@ def _pre_decays(pre, x, dtla, A, dt_bias, seq_idx, has_dt, dt_softplus, Q, for_g
         d = _dummy(x)
         return d.float(), d.float()
     b, T, h = dtla.shape
-    nc = triton.cdiv(T, Q)
+    nc = _cdiv(T, Q)
     dec = torch.empty(8 if for_grad else 6, b * h, nc * Q, device=x.device,
                       dtype=torch.float32)
     etot = torch.empty(b * h, nc, device=x.device, dtype=torch.float32)
@@ -265,7 +274,7 @@ def _sweeps_bwd(dy, dhT, x, dtla, A, B, C, D, z, dt_bias, h0, seq_idx, has_dt, d
     dy = dy.contiguous()
     cfg = pick_config(p, n, None if chunk_size < 0 else chunk_size, x.dtype, "bwd")
     BP = cfg["BP"]
-    npb = triton.cdiv(p, BP)
+    npb = _cdiv(p, BP)
     f32 = dict(device=x.device, dtype=torch.float32)
     # dB, dC: added in place over heads and p-blocks (fp32, the order of the sums not fixed:
     # not bit-reproducible), or under torch.use_deterministic_algorithms one partial per head
@@ -276,7 +285,7 @@ def _sweeps_bwd(dy, dhT, x, dtla, A, B, C, D, z, dt_bias, h0, seq_idx, has_dt, d
     else:
         dC_part = torch.empty(npb, b, T, h, n, **f32)
         dB_part = torch.empty(npb, b, T, h, n, **f32)
-    nc = triton.cdiv(T, cfg["Q"])
+    nc = _cdiv(T, cfg["Q"])
     w = torch.empty(npb, b * h, T, **f32)
     # the raw dt's (or log_a's) gradient, and per chunk the sums for dA and d dt_bias
     ddt = torch.empty(npb, b, T, h, **f32)
@@ -531,11 +540,11 @@ def ssd_decode_step(state, x, B, C, *, log_a=None, dt=None, A=None, D=None, z=No
         raise ValueError("state must be contiguous (it is updated in place)")
     dtla = (dt if has_dt else log_a).contiguous()
     y = torch.empty_like(x)
-    BP = max(16, min(64, triton.next_power_of_2(p)))
-    BN = max(16, triton.next_power_of_2(n))
+    BP = max(16, min(64, _pow2(p)))
+    BN = max(16, _pow2(n))
     d = _dummy(x)
     with _device_ctx(x):
-        K.ssd_decode_kernel[(triton.cdiv(p, BP), b * h)](
+        K.ssd_decode_kernel[(_cdiv(p, BP), b * h)](
             state, x.contiguous(), dtla, A if A is not None else d,
             dt_bias if dt_bias is not None else d, B.contiguous(), C.contiguous(),
             _c(D) if D is not None else d, _c(z) if z is not None else d, y,
