@@ -1,9 +1,10 @@
 """GPU checks and side-by-side timings of the Triton SSD (issue 5).
 
 One run does: the two ceilings (copy GB/s, bf16 matmul TFLOP/s), correctness at full size
-against float64 references, the >2^31-element run, torch.compile, decode, and the timing grid
-for semisep and the anchors (mamba_ssm ``mamba_chunk_scan_combined``, fla ``chunk_simple_gla``
-and ``fused_chunk_simple_gla``, torch SDPA causal), each when importable.
+against float64 references, a second CUDA device when there is one, the >2^31-element run,
+torch.compile, decode, and the timing grid for semisep and the anchors (mamba_ssm
+``mamba_chunk_scan_combined``, fla ``chunk_simple_gla`` and ``fused_chunk_simple_gla``, torch
+SDPA causal), each when importable.
 
     python benchmarks/gpu_ssd.py --out DIR [--skip-checks] [--skip-bench] [--variants ...]
 
@@ -233,6 +234,23 @@ def checks(results, quick=False):
         log(f"  fla chunk_simple_gla with -inf resets finite: {bool(torch.isfinite(o).all())}")
     except Exception as e:  # noqa: BLE001
         log(f"  fla reset check skipped: {type(e).__name__}: {e}")
+
+    # another CUDA device than the current one (the kernels must launch on the inputs' device)
+    if torch.cuda.device_count() > 1:
+        runs = []
+        inputs = make_inputs(2, 300, 4, 64, 1, 64, torch.bfloat16, seed=7, device="cuda:0")
+        for dev in ("cuda:0", "cuda:1"):
+            x, dt, A, B, C, D = [t.to(dev).detach().clone() for t in inputs]
+            x.requires_grad_(True)
+            B.requires_grad_(True)
+            y = ssd(x, None, B, C, dt=dt, A=A, D=D)
+            dx, dB = torch.autograd.grad(y.float().square().sum(), (x, B))
+            runs.append([t.detach().cpu() for t in (y, dx, dB)])
+        log(f"  current device during the cuda:1 run: cuda:{torch.cuda.current_device()}")
+        for nm, a0, a1 in zip(("y", "dx", "dB"), *runs):
+            report(f"cuda:1 == cuda:0 {nm}", rel(a1, a0), 1e-5)
+    else:
+        log("  device index check skipped: one GPU")
 
     if quick:
         results["checks_ok"] = ok
