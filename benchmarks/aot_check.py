@@ -46,7 +46,9 @@ FEATURES = dict(HAS_DTB=True, DT_SOFTPLUS=True, D_PER_P=True, HAS_Z=True, HAS_SE
                 HAS_H0=True, HAS_DHT=True, STORE_DH0=True)
 if opts.get("full"):
     common_flags.update(FEATURES)
-common_flags.update({k: bool(v) for k, v in opts.items() if k.isupper() and k not in ("Q", "BP", "BN")})
+INT_FLAGS = ("Q", "BP", "BN", "UNROLL")
+common_flags.update({k: (v if k in INT_FLAGS else bool(v)) for k, v in opts.items()
+                     if k.isupper() and k not in ("Q", "BP", "BN")})
 P = f"*{dt}"
 F = "*fp32"
 kernels = {

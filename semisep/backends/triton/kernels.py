@@ -367,8 +367,10 @@ def ssd_fwd_kernel(
     Q: tl.constexpr, BP: tl.constexpr, BN: tl.constexpr, PREC: tl.constexpr,
     CLAMP_C: tl.constexpr, PRE: tl.constexpr = False, FACTOR: tl.constexpr = True,
     FAST: tl.constexpr = False, FACTORED: tl.constexpr = False, EVEN: tl.constexpr = False,
+    UNROLL: tl.constexpr = 1,
 ):
-    """The forward sweep.
+    """The forward sweep. UNROLL: chunks per loop iteration (an experiment: more independent
+    work in view of the scheduler, benchmarks/NOTES.md).
 
     FAST (needs PRE): the kernel is launched twice, FACTORED and not, and each program runs
     in the launch that matches whether every chunk of its (b, h) decays by more than
@@ -400,7 +402,7 @@ def ssd_fwd_kernel(
         Dv = _load_D(D_ptr, h, P, offs_p, D_PER_P)
 
     n_chunks = tl.cdiv(T, Q)
-    for c in range(0, n_chunks):
+    for c in tl.range(0, n_chunks, loop_unroll_factor=UNROLL):
         t = c * Q + offs_q.to(tl.int64)
         dtv, hi, lo, e_in, to_end, e_tot, inv = _decays_all(
             PRE, dec_ptr, etot_ptr, tl.num_programs(1), n_chunks, c, dt_ptr, A_ptr, dtb_ptr,

@@ -43,7 +43,8 @@ def pick_config(p: int, n: int, chunk_size: Optional[int], dtype, kind: str = "f
 
     Defaults from the H200 runs in benchmarks/NOTES.md: 4 warps; chunks of 64 for n <= 64
     and of 32 above (register pressure). ``SEMISEP_TRITON_FWD`` / ``_BWD`` override any
-    field for experiments, e.g. ``"BP=32,num_warps=4"``.
+    field for experiments, e.g. ``"BP=32,num_warps=4"``, and add ``maxnreg`` (registers per
+    thread) or, for the forward, ``UNROLL`` (chunks per loop iteration).
     """
     BN = max(16, _pow2(n))
     BP = max(16, min(64, _pow2(p)))
@@ -209,7 +210,8 @@ def _fwd(x, dtla, A, B, C, D, z, dt_bias, h0, seq_idx, has_dt, dt_softplus, chun
                 HAS_Z=z is not None, HAS_H0=h0 is not None, HAS_SEQ=seq_idx is not None,
                 STORE_HT=True, Q=cfg["Q"], BP=cfg["BP"], BN=cfg["BN"], PREC=_prec(x.dtype),
                 CLAMP_C=K.CLAMP, PRE=pre, FACTOR=_factor("fwd"), FAST=fast,
-                FACTORED=factored, EVEN=_even(cfg, T, p, n), **_launch_opts(cfg))
+                FACTORED=factored, EVEN=_even(cfg, T, p, n), UNROLL=cfg.get("UNROLL", 1),
+                **_launch_opts(cfg))
     return y, hT, ((cfg["Q"], dec, etot) if pre else None)
 
 
