@@ -46,7 +46,7 @@ FEATURES = dict(HAS_DTB=True, DT_SOFTPLUS=True, D_PER_P=True, HAS_Z=True, HAS_SE
                 HAS_H0=True, HAS_DHT=True, STORE_DH0=True)
 if opts.get("full"):
     common_flags.update(FEATURES)
-INT_FLAGS = ("Q", "BP", "BN", "UNROLL")
+INT_FLAGS = ("Q", "BP", "BN", "UNROLL", "STATE_EVERY")
 common_flags.update({k: (v if k in INT_FLAGS else bool(v)) for k, v in opts.items()
                      if k.isupper() and k not in ("Q", "BP", "BN")})
 P = f"*{dt}"
@@ -63,7 +63,7 @@ kernels = {
              dict(HAS_H0=False, HAS_DHT=False)),
     "bwd2": (K.ssd_bwd_revsweep_kernel,
              dict(x_ptr=P, dt_ptr=F, A_ptr=F, dtb_ptr=F, B_ptr=P, C_ptr=P, D_ptr=F, z_ptr=P,
-                  seq_ptr="*i32", dy_ptr=P, dhT_ptr=F, dec_ptr=F, etot_ptr=F, st_ptr=P, w_ptr=F,
+                  h0_ptr=F, seq_ptr="*i32", dy_ptr=P, dhT_ptr=F, dec_ptr=F, etot_ptr=F, st_ptr=P, w_ptr=F,
                   dx_ptr=P, dB_ptr=F, ddt_ptr=F, dsum_ptr=F, dh0_ptr=F),
              dict(HAS_DHT=False, STORE_DH0=False)),
 }

@@ -65,16 +65,18 @@ def _assert_even(T, p, n, Q, even):
     assert ops._even(ops.pick_config(p, n, Q, torch.float32), T, p, n) == even
 
 
-@pytest.mark.parametrize("T,p,bp,even", [(37, 8, 16, False), (48, 16, 16, True),
-                                         (48, 32, 16, True)])
+@pytest.mark.parametrize("T,p,bp,even,every", [(37, 8, 16, False, 1), (48, 16, 16, True, 1),
+                                               (48, 32, 16, True, 1), (37, 8, 16, False, 2),
+                                               (64, 16, 16, True, 2)])
 @pytest.mark.parametrize("pre,deterministic", [("1", False), ("0", True)])
-def test_backward_all_inputs(monkeypatch, pre, deterministic, T, p, bp, even):
+def test_backward_all_inputs(monkeypatch, pre, deterministic, T, p, bp, even, every):
     # deterministic: dB, dC from per-head partials instead of atomic adds; p = 32 in blocks
-    # of 16: two programs per head, whose partial gradients (dB, dC, dt, dA, ...) add up
+    # of 16: two programs per head, whose partial gradients (dB, dC, dt, dA, ...) add up;
+    # every = 2: half the chunk states kept (3 chunks at T = 37, 4 at T = 64), the rest redone
     monkeypatch.setattr(torch, "are_deterministic_algorithms_enabled", lambda: deterministic)
     monkeypatch.setenv("SEMISEP_TRITON_PRE_DECAYS", pre)
     monkeypatch.setenv("SEMISEP_TRITON_FWD", f"BP={bp}")
-    monkeypatch.setenv("SEMISEP_TRITON_BWD", f"BP={bp}")
+    monkeypatch.setenv("SEMISEP_TRITON_BWD", f"BP={bp},STATE_EVERY={every}")
     _assert_even(T, p, 16, 16, even)
     d = make(T=T, p=p)
     seq = torch.tensor([[0] * 20 + [1] * (T - 20), [0] * T], dtype=torch.int32)
@@ -227,13 +229,14 @@ def test_strong_decays_and_resets_in_a_partial_last_chunk(monkeypatch, pre):
         assert rel(a, torch.nan_to_num(w, nan=0.0)) < 1e-4, nm
 
 
-@pytest.mark.parametrize("T", [53, 64])
+@pytest.mark.parametrize("T,every", [(53, 1), (64, 1), (53, 2)])
 @pytest.mark.parametrize("fast", ["1", "0"])
-def test_factored_and_exact_programs_in_one_call(monkeypatch, fast, T):
+def test_factored_and_exact_programs_in_one_call(monkeypatch, fast, T, every):
     # per (batch, head): chunk decays just above and just below FACTOR_MIN = 2^-64 (the
     # factored loop runs only where every chunk is above), a reset, and weak decays;
-    # T = 64: whole chunks, the unmasked loops
+    # T = 64: whole chunks, the unmasked loops; every = 2: half the chunk states kept
     monkeypatch.setenv("SEMISEP_TRITON_FAST", fast)
+    monkeypatch.setenv("SEMISEP_TRITON_BWD", f"STATE_EVERY={every}")
     gen = torch.Generator().manual_seed(11)
     b, h, p, g, n, Q = 2, 4, 16, 2, 16, 16
     _assert_even(T, p, n, Q, T % Q == 0)

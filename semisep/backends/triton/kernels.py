@@ -449,11 +449,12 @@ def ssd_bwd_fwdsweep_kernel(
     Q: tl.constexpr, BP: tl.constexpr, BN: tl.constexpr, PREC: tl.constexpr,
     CLAMP_C: tl.constexpr, PRE: tl.constexpr = False, FACTOR: tl.constexpr = True,
     ATOMIC: tl.constexpr = False, FAST: tl.constexpr = False, FACTORED: tl.constexpr = False,
-    EVEN: tl.constexpr = False,
+    EVEN: tl.constexpr = False, STATE_EVERY: tl.constexpr = 1,
 ):
     """Forward sweep of the backward: dC (partial or added in place), dz, dD partial,
     ``w = r1off + rowP - colP`` (module docstring), and the state after each chunk (for
-    <dS_out, S_out>).
+    <dS_out, S_out>), or with ``STATE_EVERY=2`` after each odd chunk only (half the memory;
+    the reverse sweep redoes the other step).
     FAST, FACTORED: as in :func:`ssd_fwd_kernel`."""
     pid_p, pid_bh, b64, h, grp = _program(H, G)
     if _skip(etot_ptr, pid_bh, tl.cdiv(T, Q), FAST, FACTORED):
@@ -474,7 +475,7 @@ def ssd_bwd_fwdsweep_kernel(
     w_base = w_ptr + (pid_p.to(tl.int64) * tl.num_programs(1) + pid_bh) * T
     st_off, st_mask = _state_tile(b64, h, H, P, N, offs_p, offs_n)
     NC = tl.cdiv(T, Q)
-    st_base = st_ptr + (b64 * H + h) * NC * P * N
+    st_row0 = st_ptr + (b64 * H + h) * tl.cdiv(NC, STATE_EVERY) * P * N
     st_loc = offs_p[:, None] * N + offs_n[None, :]
 
     if HAS_H0:
@@ -548,8 +549,12 @@ def ssd_bwd_fwdsweep_kernel(
         else:
             xd = (xs.to(tl.float32) * to_end[:, None]).to(dtype)
             S = tl.dot(tl.trans(xd), Bt, S * e_tot, input_precision=PREC)
-        _st(st_base + st_loc, S.to(st_ptr.dtype.element_ty), st_mask, EVEN)
-        st_base += P * N
+        if STATE_EVERY == 1:
+            _st(st_row0 + c * (P * N) + st_loc, S.to(st_ptr.dtype.element_ty), st_mask, EVEN)
+        else:   # the state after each odd chunk, in slot c // 2
+            odd_rows = (offs_p * 0 + c % 2) == 1      # a tensor (c may be a Python int)
+            tl.store(st_row0 + (c // 2) * (P * N) + st_loc, S.to(st_ptr.dtype.element_ty),
+                     mask=st_mask & odd_rows[:, None])
 
     if HAS_D:
         tl.store(dD_ptr + (b64 * H + h) * P + offs_p, dD_acc, mask=mask_p)
@@ -557,7 +562,7 @@ def ssd_bwd_fwdsweep_kernel(
 
 @triton.jit
 def ssd_bwd_revsweep_kernel(
-    x_ptr, dt_ptr, A_ptr, dtb_ptr, B_ptr, C_ptr, D_ptr, z_ptr, seq_ptr, dy_ptr, dhT_ptr,
+    x_ptr, dt_ptr, A_ptr, dtb_ptr, B_ptr, C_ptr, D_ptr, z_ptr, h0_ptr, seq_ptr, dy_ptr, dhT_ptr,
     dec_ptr, etot_ptr,
     st_ptr, w_ptr,
     dx_ptr, dB_ptr, ddt_ptr, dsum_ptr, dh0_ptr,
@@ -568,7 +573,7 @@ def ssd_bwd_revsweep_kernel(
     Q: tl.constexpr, BP: tl.constexpr, BN: tl.constexpr, PREC: tl.constexpr,
     CLAMP_C: tl.constexpr, PRE: tl.constexpr = False, FACTOR: tl.constexpr = True,
     ATOMIC: tl.constexpr = False, FAST: tl.constexpr = False, FACTORED: tl.constexpr = False,
-    EVEN: tl.constexpr = False,
+    EVEN: tl.constexpr = False, HAS_H0: tl.constexpr = False, STATE_EVERY: tl.constexpr = 1,
 ):
     """dx, dB, d h0 and the gradient of the raw dt (or log_a), each partial over p-blocks.
     FAST, FACTORED: as in :func:`ssd_fwd_kernel`.
@@ -580,6 +585,8 @@ def ssd_bwd_revsweep_kernel(
     ``sig (x . dxs + A keep dla)``; ``dsum`` (2, p-blocks, b H, chunks) gets each chunk's sums
     of ``keep dla dt`` (for dA) and of its ddt (for d dt_bias). The chain rule of ``dt -> dt A``,
     the softplus and the clamp is linear in the two sums, so partials over p-blocks add up.
+    STATE_EVERY=2: the forward sweep kept the state after odd chunks only; after an even chunk
+    it is one step of the recurrence from the one before (or from h0), redone here.
     """
     pid_p, pid_bh, b64, h, grp = _program(H, G)
     if _skip(etot_ptr, pid_bh, tl.cdiv(T, Q), FAST, FACTORED):
@@ -606,8 +613,7 @@ def ssd_bwd_revsweep_kernel(
         dsum_half = NPB * tl.num_programs(1) * NC
     st_off, st_mask = _state_tile(b64, h, H, P, N, offs_p, offs_n)
     NC = tl.cdiv(T, Q)
-    st_base = st_ptr + (b64 * H + h) * NC * P * N
-    st_last = st_base + (b64 * 0 + NC - 1) * P * N
+    st_row0 = st_ptr + (b64 * H + h) * tl.cdiv(NC, STATE_EVERY) * P * N
     st_loc = offs_p[:, None] * N + offs_n[None, :]
 
     if HAS_DHT:
@@ -672,7 +678,28 @@ def ssd_bwd_revsweep_kernel(
                         tl.dot(xs, dSc, input_precision=PREC) * to_end[:, None],
                         input_precision=PREC)
         w = _ld(w_base + t, mask_t, EVEN)
-        S_out = _ld(st_last - i * (P * N) + st_loc, st_mask, EVEN).to(tl.float32)
+        if STATE_EVERY == 1:
+            S_out = _ld(st_row0 + c * (P * N) + st_loc, st_mask, EVEN).to(tl.float32)
+        else:
+            # the kept state at or before the end of chunk c (slot -1: the initial state)
+            odd = (c % 2) == 1
+            k = (c + 1) // 2 - 1
+            kept = (offs_p * 0 + k) >= 0                 # a tensor (c may be a Python int)
+            S_out = tl.load(st_row0 + k * (P * N) + st_loc, mask=st_mask & kept[:, None],
+                            other=0.0).to(tl.float32)
+            if HAS_H0:
+                S_out += tl.load(h0_ptr + st_off, mask=st_mask & (kept == 0)[:, None],
+                                 other=0.0).to(tl.float32)
+            # after an even chunk: the forward sweep's own step (its operands, zero when odd)
+            step = tl.where(odd, 0.0, 1.0)
+            if FACTORED:
+                u = (xf * (dtv * inv * step)[:, None]).to(dtype)
+                S_out = tl.dot(tl.trans(u), Bt, S_out, input_precision=PREC) * tl.where(
+                    odd, 1.0, e_tot)
+            else:
+                xd = (xs.to(tl.float32) * (to_end * step)[:, None]).to(dtype)
+                S_out = tl.dot(tl.trans(xd), Bt, S_out * tl.where(odd, 1.0, e_tot),
+                               input_precision=PREC)
         cross = tl.sum(tl.sum(dS * S_out, axis=1), axis=0)
         # the pairs straddling t: inside the chunk and entering it (w, from the forward
         # sweep), leaving it (r2off), and crossing its end (<dS_out, S_out>)

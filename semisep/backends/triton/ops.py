@@ -44,7 +44,8 @@ def pick_config(p: int, n: int, chunk_size: Optional[int], dtype, kind: str = "f
     Defaults from the H200 runs in benchmarks/NOTES.md: 4 warps; chunks of 64 for n <= 64
     and of 32 above (register pressure). ``SEMISEP_TRITON_FWD`` / ``_BWD`` override any
     field for experiments, e.g. ``"BP=32,num_warps=4"``, and add ``maxnreg`` (registers per
-    thread) or, for the forward, ``UNROLL`` (chunks per loop iteration).
+    thread), for the forward ``UNROLL`` (chunks per loop iteration), for the backward
+    ``STATE_EVERY`` (1 or 2: keep every chunk state, or every second one).
     """
     BN = max(16, _pow2(n))
     BP = max(16, min(64, _pow2(p)))
@@ -293,7 +294,11 @@ def _sweeps_bwd(dy, dhT, x, dtla, A, B, C, D, z, dt_bias, h0, seq_idx, has_dt, d
     ddt = torch.empty(npb, b, T, h, **f32)
     dsum = torch.empty(2, npb, b, h, nc, **f32)
     st_dtype = torch.float32 if (x.dtype == torch.float32 or fp32_states) else x.dtype
-    states = torch.empty(b, h, nc, p, n, device=x.device, dtype=st_dtype)
+    # the chunk states the reverse sweep reads (every STATE_EVERY-th: a knob for memory)
+    every = cfg.get("STATE_EVERY", 1)
+    if every not in (1, 2):
+        raise ValueError(f"STATE_EVERY must be 1 or 2, got {every}")
+    states = torch.empty(b, h, _cdiv(nc, every), p, n, device=x.device, dtype=st_dtype)
     dz = torch.empty_like(z) if z is not None else None
     dD_part = torch.empty(b, h, p, **f32) if D is not None else None
     dx = torch.empty_like(x)
@@ -305,7 +310,7 @@ def _sweeps_bwd(dy, dhT, x, dtla, A, B, C, D, z, dt_bias, h0, seq_idx, has_dt, d
                  HAS_D=D is not None, D_PER_P=D is not None and D.dim() == 2,
                  HAS_Z=z is not None, HAS_SEQ=seq_idx is not None, HAS_DHT=dhT is not None,
                  Q=cfg["Q"], BP=BP, BN=cfg["BN"], PREC=_prec(x.dtype), CLAMP_C=K.CLAMP,
-                 EVEN=_even(cfg, T, p, n))
+                 EVEN=_even(cfg, T, p, n), HAS_H0=h0 is not None, STATE_EVERY=every)
     pre = _pre("bwd")
     fast = _fast(x.dtype, pre)
     if T > 0:
@@ -321,11 +326,11 @@ def _sweeps_bwd(dy, dhT, x, dtla, A, B, C, D, z, dt_bias, h0, seq_idx, has_dt, d
                     x, dtla, o(A), o(dt_bias), Bx, Cx, o(D), o(z), o(h0), o(seq_idx), dy,
                     dec, etot, o(dhT),
                     dC_part, w, o(dz), o(dD_part), states,
-                    T, h, g, p, n, npb, HAS_H0=h0 is not None, FACTORED=factored, **flags,
+                    T, h, g, p, n, npb, FACTORED=factored, **flags,
                     **_launch_opts(cfg))
             for factored in _launches(fast):
                 K.ssd_bwd_revsweep_kernel[grid](
-                    x, dtla, o(A), o(dt_bias), Bx, Cx, o(D), o(z), o(seq_idx), dy, o(dhT),
+                    x, dtla, o(A), o(dt_bias), Bx, Cx, o(D), o(z), o(h0), o(seq_idx), dy, o(dhT),
                     dec, etot, states, w, dx, dB_part, ddt, dsum, o(dh0),
                     T, h, g, p, n, npb, STORE_DH0=need_dh0, FACTORED=factored, **flags,
                     **_launch_opts(cfg))
