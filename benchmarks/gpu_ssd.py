@@ -371,10 +371,23 @@ def bench_grid(results, variants, Ns, Ts, impls, b=8, h=32, p=64, g=1):
                     + (f"  err {row.get('fwd_error', '')}{row.get('fwdbwd_error', '')}"
                        if ('fwd_error' in row or 'fwdbwd_error' in row) else ""))
 
+            first_y = None
             for vname, env in variants:
                 old = {k: os.environ.get(k) for k in env}
                 os.environ.update(env)
                 try:
+                    # every variant is checked against the first (knobs such as UNROLL change
+                    # nothing under the CPU interpreter, so only a GPU run can test them)
+                    yv = ssd(xg, None, Bg, Cg, dt=dtg, A=A, D=D)
+                    dv = torch.autograd.grad(yv, (xg, dtg, Bg, Cg), gy)
+                    if first_y is None:
+                        first_y = (yv.detach(), dv)
+                    else:
+                        errs = [rel(a, b) for a, b in zip((yv.detach(), *dv),
+                                                          (first_y[0], *first_y[1]))]
+                        log(f"  {vname} vs {variants[0][0]}: y, dx, ddt, dB, dC "
+                            + " ".join(f"{e:.1e}" for e in errs))
+                    del yv, dv
                     add(f"semisep[{vname}]",
                         lambda: ssd(x, None, B, C, dt=dt, A=A, D=D),
                         lambda: torch.autograd.grad(

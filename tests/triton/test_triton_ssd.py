@@ -325,15 +325,3 @@ def test_backward_shapes(b, T, hg, p, n, use_dt, softplus, seed):
         tol = 5e-4 if nm in ("A", "dt_bias") else 2e-5
         assert rel(a, torch.nan_to_num(w, nan=0.0)) < tol, nm
 
-
-@pytest.mark.parametrize("T", [40, 64])
-def test_forward_unrolled_loop_is_the_same(monkeypatch, T):
-    """SEMISEP_TRITON_FWD=UNROLL=2 (an experiment: two chunks per loop iteration) changes no
-    result, with an odd number of chunks (T = 40, chunks of 16: 3) or an even one."""
-    d = make(T=T, p=16, n=16)
-    args = (d["x"], d["la"], d["B"], d["C"])
-    kw = dict(initial_state=d["h0"], chunk_size=16, return_final_state=True)
-    y1, s1 = ssd(*args, **kw)
-    monkeypatch.setenv("SEMISEP_TRITON_FWD", "UNROLL=2")
-    y2, s2 = ssd(*args, **kw)
-    assert torch.equal(y1, y2) and torch.equal(s1, s2)

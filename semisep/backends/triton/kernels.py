@@ -263,6 +263,20 @@ def _state_tile(b64, h, H, P, N, offs_p, offs_n):
 
 
 @triton.jit
+def _slot(pid_p, pid_bh):
+    """This program's row among the per-(p-block, b, h) rows of w, dsum (int64)."""
+    return pid_p.to(tl.int64) * tl.num_programs(1) + pid_bh
+
+
+@triton.jit
+def _state_rows(st_ptr, b64, h, H, NC, P, N, offs_p, offs_n, STATE_EVERY: tl.constexpr):
+    """``(row0, loc)``: where this (b, h)'s stored chunk states start (one per chunk, or per
+    two with ``STATE_EVERY=2``) and this program's block within one."""
+    row0 = st_ptr + (b64 * H + h) * tl.cdiv(NC, STATE_EVERY) * P * N
+    return row0, offs_p[:, None] * N + offs_n[None, :]
+
+
+@triton.jit
 def _start(ptr, b64, i, T, W, D):
     """Where slot ``i`` of batch entry ``b`` starts in a (b, T, W, D) array (x: W = H, D = P;
     B, C: W = G, D = N); rows t then lie ``W * D`` apart (see :func:`_tile`)."""
@@ -472,11 +486,10 @@ def ssd_bwd_fwdsweep_kernel(
     B_base = _start(B_ptr, b64, grp, T, G, N)
     C_base = _start(C_ptr, b64, grp, T, G, N)
     dC_base, dC_rs = _grad_rows(dC_ptr, pid_p, b64, h, grp, T, H, G, N, ATOMIC)
-    w_base = w_ptr + (pid_p.to(tl.int64) * tl.num_programs(1) + pid_bh) * T
+    w_base = w_ptr + _slot(pid_p, pid_bh) * T
     st_off, st_mask = _state_tile(b64, h, H, P, N, offs_p, offs_n)
     NC = tl.cdiv(T, Q)
-    st_row0 = st_ptr + (b64 * H + h) * tl.cdiv(NC, STATE_EVERY) * P * N
-    st_loc = offs_p[:, None] * N + offs_n[None, :]
+    st_row0, st_loc = _state_rows(st_ptr, b64, h, H, NC, P, N, offs_p, offs_n, STATE_EVERY)
 
     if HAS_H0:
         S = tl.load(h0_ptr + st_off, mask=st_mask, other=0.0).to(tl.float32)
@@ -486,11 +499,10 @@ def ssd_bwd_fwdsweep_kernel(
         Dv = _load_D(D_ptr, h, P, offs_p, D_PER_P)
         dD_acc = tl.zeros((BP,), dtype=tl.float32)
 
-    n_chunks = tl.cdiv(T, Q)
-    for c in range(0, n_chunks):
+    for c in range(0, NC):
         t = c * Q + offs_q.to(tl.int64)
         dtv, hi, lo, e_in, to_end, e_tot, inv = _decays_all(
-            PRE, dec_ptr, etot_ptr, tl.num_programs(1), n_chunks, c, dt_ptr, A_ptr, dtb_ptr,
+            PRE, dec_ptr, etot_ptr, tl.num_programs(1), NC, c, dt_ptr, A_ptr, dtb_ptr,
             seq_ptr, b64, h, H, T, t, HAS_DT, DT_SOFTPLUS, HAS_DTB, HAS_SEQ, CLAMP_C)
         mask_t, m_tp, m_tn, x, Bt, Ct = _chunk_inputs(x_base, B_base, C_base, t, T, H, G, P, N,
                                                       offs_p, offs_n, EVEN)
@@ -603,18 +615,16 @@ def ssd_bwd_revsweep_kernel(
     B_base = _start(B_ptr, b64, grp, T, G, N)
     C_base = _start(C_ptr, b64, grp, T, G, N)
     dB_base, dB_rs = _grad_rows(dB_ptr, pid_p, b64, h, grp, T, H, G, N, ATOMIC)
-    w_base = w_ptr + (pid_p.to(tl.int64) * tl.num_programs(1) + pid_bh) * T
+    w_base = w_ptr + _slot(pid_p, pid_bh) * T
     pb_b = pid_p.to(tl.int64) * (tl.num_programs(1) // H) + b64
     ddt_base = ddt_ptr + pb_b * T * H + h
+    NC = tl.cdiv(T, Q)
     if HAS_DT:
         A_h = tl.load(A_ptr + h).to(tl.float32)
-        NC = tl.cdiv(T, Q)
-        dsum_row = dsum_ptr + (pid_p.to(tl.int64) * tl.num_programs(1) + pid_bh) * NC
+        dsum_row = dsum_ptr + _slot(pid_p, pid_bh) * NC
         dsum_half = NPB * tl.num_programs(1) * NC
     st_off, st_mask = _state_tile(b64, h, H, P, N, offs_p, offs_n)
-    NC = tl.cdiv(T, Q)
-    st_row0 = st_ptr + (b64 * H + h) * tl.cdiv(NC, STATE_EVERY) * P * N
-    st_loc = offs_p[:, None] * N + offs_n[None, :]
+    st_row0, st_loc = _state_rows(st_ptr, b64, h, H, NC, P, N, offs_p, offs_n, STATE_EVERY)
 
     if HAS_DHT:
         dS = tl.load(dhT_ptr + st_off, mask=st_mask, other=0.0).to(tl.float32)
@@ -623,12 +633,11 @@ def ssd_bwd_revsweep_kernel(
     if HAS_D:
         Dv = _load_D(D_ptr, h, P, offs_p, D_PER_P)
 
-    n_chunks = tl.cdiv(T, Q)
-    for i in range(0, n_chunks):
-        c = n_chunks - 1 - i
+    for i in range(0, NC):
+        c = NC - 1 - i
         t = c * Q + offs_q.to(tl.int64)
         dtv, hi, lo, e_in, to_end, e_tot, inv = _decays_all(
-            PRE, dec_ptr, etot_ptr, tl.num_programs(1), n_chunks, c, dt_ptr, A_ptr, dtb_ptr,
+            PRE, dec_ptr, etot_ptr, tl.num_programs(1), NC, c, dt_ptr, A_ptr, dtb_ptr,
             seq_ptr, b64, h, H, T, t, HAS_DT, DT_SOFTPLUS, HAS_DTB, HAS_SEQ, CLAMP_C)
         mask_t, m_tp, m_tn, x, Bt, Ct = _chunk_inputs(x_base, B_base, C_base, t, T, H, G, P, N,
                                                       offs_p, offs_n, EVEN)
@@ -704,7 +713,7 @@ def ssd_bwd_revsweep_kernel(
         # the pairs straddling t: inside the chunk and entering it (w, from the forward
         # sweep), leaving it (r2off), and crossing its end (<dS_out, S_out>)
         suf = tl.cumsum(w - r2off, axis=0, reverse=True)
-        keep, sig = _dt_grad_factors(PRE, dec_ptr, tl.num_programs(1), n_chunks, dt_ptr, A_ptr,
+        keep, sig = _dt_grad_factors(PRE, dec_ptr, tl.num_programs(1), NC, dt_ptr, A_ptr,
                                      dtb_ptr, seq_ptr, b64, h, H, T, t, HAS_DT, DT_SOFTPLUS,
                                      HAS_DTB, HAS_SEQ, CLAMP_C)
         dla = (suf + cross) * keep
