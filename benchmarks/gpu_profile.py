@@ -92,7 +92,7 @@ def sections(T, b=8, h=32, p=64, g=1, n=64):
     gy = torch.randn_like(x)
     xg, dtg, Bg, Cg = [t.detach().clone().requires_grad_(True) for t in (x, dt, B, C)]
     nc = (T + 63) // 64
-    dec = torch.empty(6, b * h, nc * 64, device="cuda")
+    dec = torch.empty(8, b * h, nc * 64, device="cuda")     # the pre-pass writes 8 rows
     etot = torch.empty(b * h, nc, device="cuda")
     y = ssd(xg, None, Bg, Cg, dt=dtg, A=A, D=D)
     pieces = {
