@@ -1,6 +1,8 @@
 """A small full-feature forward+backward (for compute-sanitizer) or one timed-size forward (ncu).
 
-python benchmarks/gpu_small.py sanitize | ncu
+python benchmarks/gpu_small.py sanitize [T] | ncu
+
+``T`` (default 300) a multiple of the chunk takes the unmasked (EVEN) loops.
 """
 import os
 import sys
@@ -14,7 +16,8 @@ mode = sys.argv[1] if len(sys.argv) > 1 else "sanitize"
 torch.manual_seed(0)
 dev = "cuda"
 if mode == "sanitize":
-    b, T, h, p, g, n = 2, 300, 4, 64, 2, 64
+    b, h, p, g, n = 2, 4, 64, 2, 64
+    T = int(sys.argv[2]) if len(sys.argv) > 2 else 300
     x = torch.randn(b, T, h, p, device=dev, dtype=torch.bfloat16, requires_grad=True)
     dt = torch.randn(b, T, h, device=dev, requires_grad=True)
     A = -torch.rand(h, device=dev).requires_grad_(True)
@@ -24,7 +27,7 @@ if mode == "sanitize":
     z = torch.randn(b, T, h, p, device=dev, dtype=torch.bfloat16, requires_grad=True)
     h0 = torch.randn(b, h, p, n, device=dev, requires_grad=True)
     seq = torch.zeros(b, T, dtype=torch.int32, device=dev)
-    seq[:, 150:] = 1
+    seq[:, T // 2:] = 1
     y, hT = ssd(x, None, B, C, dt=dt, A=A, D=D, z=z, dt_bias=torch.zeros(h, device=dev),
                 dt_softplus=True, seq_idx=seq, initial_state=h0, return_final_state=True)
     (y.float().sum() + hT.sum()).backward()

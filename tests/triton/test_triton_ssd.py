@@ -229,13 +229,16 @@ def test_strong_decays_and_resets_in_a_partial_last_chunk(monkeypatch, pre):
         assert rel(a, torch.nan_to_num(w, nan=0.0)) < 1e-4, nm
 
 
-@pytest.mark.parametrize("T,every", [(53, 1), (64, 1), (53, 2)])
+@pytest.mark.parametrize("T,every,state_t", [(53, 1, 1), (64, 1, 1), (53, 2, 1), (53, 1, 0),
+                                             (64, 1, 0)])
 @pytest.mark.parametrize("fast", ["1", "0"])
-def test_factored_and_exact_programs_in_one_call(monkeypatch, fast, T, every):
+def test_factored_and_exact_programs_in_one_call(monkeypatch, fast, T, every, state_t):
     # per (batch, head): chunk decays just above and just below FACTOR_MIN = 2^-64 (the
     # factored loop runs only where every chunk is above), a reset, and weak decays;
-    # T = 64: whole chunks, the unmasked loops; every = 2: half the chunk states kept
+    # T = 64: whole chunks, the unmasked loops; every = 2: half the chunk states kept;
+    # state_t = 0: the forward carries its state as (p, n) (the default for n > 64)
     monkeypatch.setenv("SEMISEP_TRITON_FAST", fast)
+    monkeypatch.setenv("SEMISEP_TRITON_FWD", f"STATE_T={state_t}")
     monkeypatch.setenv("SEMISEP_TRITON_BWD", f"STATE_EVERY={every}")
     gen = torch.Generator().manual_seed(11)
     b, h, p, g, n, Q = 2, 4, 16, 2, 16, 16

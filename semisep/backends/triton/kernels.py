@@ -256,10 +256,16 @@ def _program(H, G):
 
 
 @triton.jit
-def _state_tile(b64, h, H, P, N, offs_p, offs_n):
-    """``(offsets, mask)`` of this program's block of a (b, H, P, N) state."""
-    off = ((b64 * H + h) * P + offs_p[:, None]) * N + offs_n[None, :]
-    return off, (offs_p < P)[:, None] & (offs_n < N)[None, :]
+def _state_tile(b64, h, H, P, N, offs_p, offs_n, TRANSPOSED: tl.constexpr = False):
+    """``(offsets, mask)`` of this program's block of a (b, H, P, N) state, as a (p, n) tile
+    or (``TRANSPOSED``) an (n, p) one."""
+    if TRANSPOSED:
+        off = ((b64 * H + h) * P + offs_p[None, :]) * N + offs_n[:, None]
+        mask = (offs_p < P)[None, :] & (offs_n < N)[:, None]
+    else:
+        off = ((b64 * H + h) * P + offs_p[:, None]) * N + offs_n[None, :]
+        mask = (offs_p < P)[:, None] & (offs_n < N)[None, :]
+    return off, mask
 
 
 @triton.jit
@@ -370,6 +376,34 @@ def _put_grad(ptrs, v, mask, ATOMIC: tl.constexpr, EVEN: tl.constexpr):
 
 
 @triton.jit
+def _kahan_add(total, err, v):
+    """``(total, err)`` after adding ``v`` to a compensated (Kahan) sum."""
+    y = v - err
+    t = total + y
+    return t, (t - total) - y
+
+
+@triton.jit
+def _state_nt(S, STATE_T: tl.constexpr):
+    """The state as an (n, p) tile, from its (n, p) (``STATE_T``) or (p, n) form."""
+    if STATE_T:
+        out = S
+    else:
+        out = tl.trans(S)
+    return out
+
+
+@triton.jit
+def _state_update(S, u, Bt, STATE_T: tl.constexpr, PREC: tl.constexpr):
+    """``S + u^T B`` in the state's form (``STATE_T``: ``S^T + B^T u``)."""
+    if STATE_T:
+        out = tl.dot(tl.trans(Bt), u, S, input_precision=PREC)
+    else:
+        out = tl.dot(tl.trans(u), Bt, S, input_precision=PREC)
+    return out
+
+
+@triton.jit
 def ssd_fwd_kernel(
     x_ptr, dt_ptr, A_ptr, dtb_ptr, B_ptr, C_ptr, D_ptr, z_ptr, h0_ptr, seq_ptr,
     dec_ptr, etot_ptr,
@@ -381,7 +415,7 @@ def ssd_fwd_kernel(
     Q: tl.constexpr, BP: tl.constexpr, BN: tl.constexpr, PREC: tl.constexpr,
     CLAMP_C: tl.constexpr, PRE: tl.constexpr = False, FACTOR: tl.constexpr = True,
     FAST: tl.constexpr = False, FACTORED: tl.constexpr = False, EVEN: tl.constexpr = False,
-    UNROLL: tl.constexpr = 1,
+    UNROLL: tl.constexpr = 1, STATE_T: tl.constexpr = True,
 ):
     """The forward sweep. UNROLL: chunks per loop iteration (an experiment: more independent
     work in view of the scheduler, benchmarks/NOTES.md).
@@ -392,6 +426,11 @@ def ssd_fwd_kernel(
     ``L = diag(exp(l)) 1_lower diag(exp(-l))`` and ``exp(l_end - l) = exp(l_end) exp(-l)``,
     so one scaled copy of x, ``u = xs exp(-l)``, serves both products and no Q x Q decay
     tile is formed. (A per-chunk branch around the dots instead defeats Triton's pipelining.)
+
+    STATE_T: the state is carried transposed, ``S^T`` (n, p), and every dot takes its operands
+    as loaded or computed, or a loaded tile transposed. Triton 3.6 on sm_90 miscompiled the
+    (p, n) form's dots on transposed register tiles when p came in blocks of 32 (H200 run 19:
+    wrong y, illegal addresses); the (p, n) form stays for n > 64, where it spills less.
     """
     pid_p, pid_bh, b64, h, grp = _program(H, G)
     if _skip(etot_ptr, pid_bh, tl.cdiv(T, Q), FAST, FACTORED):
@@ -406,10 +445,12 @@ def ssd_fwd_kernel(
     z_base = _start(z_ptr, b64, h, T, H, P)
     B_base = _start(B_ptr, b64, grp, T, G, N)
     C_base = _start(C_ptr, b64, grp, T, G, N)
-    st_off, st_mask = _state_tile(b64, h, H, P, N, offs_p, offs_n)
+    st_off, st_mask = _state_tile(b64, h, H, P, N, offs_p, offs_n, STATE_T)
 
     if HAS_H0:
         S = tl.load(h0_ptr + st_off, mask=st_mask, other=0.0).to(tl.float32)
+    elif STATE_T:
+        S = tl.zeros((BN, BP), dtype=tl.float32)
     else:
         S = tl.zeros((BP, BN), dtype=tl.float32)
     if HAS_D:
@@ -424,12 +465,12 @@ def ssd_fwd_kernel(
         mask_t, m_tp, m_tn, x, Bt, Ct = _chunk_inputs(x_base, B_base, C_base, t, T, H, G, P, N,
                                                       offs_p, offs_n, EVEN)
         Gm = tl.dot(Ct, tl.trans(Bt), input_precision=PREC)
-        acc = tl.dot(Ct, tl.trans(S.to(dtype)), input_precision=PREC)
+        acc = tl.dot(Ct, _state_nt(S, STATE_T).to(dtype), input_precision=PREC)
         if FACTORED:
             u = (x.to(tl.float32) * (dtv * inv)[:, None]).to(dtype)
             W = tl.where(offs_q[:, None] >= offs_q[None, :], Gm, 0.0).to(dtype)
             acc = tl.dot(W, u, acc, input_precision=PREC) * e_in[:, None]
-            S = tl.dot(tl.trans(u), Bt, S, input_precision=PREC) * e_tot
+            S = _state_update(S, u, Bt, STATE_T, PREC) * e_tot
         else:
             if HAS_DT:
                 xs = (x.to(tl.float32) * dtv[:, None]).to(dtype)
@@ -438,7 +479,7 @@ def ssd_fwd_kernel(
             W = (Gm * _L_tile(hi, lo, e_in, inv, e_tot, offs_q, False, FACTOR)).to(dtype)
             acc = tl.dot(W, xs, acc * e_in[:, None], input_precision=PREC)
             xd = (x.to(tl.float32) * (dtv * to_end)[:, None]).to(dtype)
-            S = tl.dot(tl.trans(xd), Bt, S * e_tot, input_precision=PREC)
+            S = _state_update(S * e_tot, xd, Bt, STATE_T, PREC)
         if HAS_D:
             acc = _plus_D(acc, x.to(tl.float32), Dv, D_PER_P)
         if HAS_Z:
@@ -594,8 +635,9 @@ def ssd_bwd_revsweep_kernel(
     (s < t <= t') inside the chunk plus all that cross the chunk's end, the latter from the
     two states at that boundary (no long running sums, no drift). Written to ``ddt``
     (p-blocks, b, T, H): ``keep dla`` (log_a given), or, with dt,
-    ``sig (x . dxs + A keep dla)``; ``dsum`` (2, p-blocks, b H, chunks) gets each chunk's sums
-    of ``keep dla dt`` (for dA) and of its ddt (for d dt_bias). The chain rule of ``dt -> dt A``,
+    ``sig (x . dxs + A keep dla)``; ``dsum`` (2, p-blocks, b H) gets this program's sums of
+    ``keep dla dt`` (for dA) and of its ddt (for d dt_bias), compensated running sums over
+    the chunks (a store per chunk instead cost the loop 15 %, H200 run 21). The chain rule of ``dt -> dt A``,
     the softplus and the clamp is linear in the two sums, so partials over p-blocks add up.
     STATE_EVERY=2: the forward sweep kept the state after odd chunks only; after an even chunk
     it is one step of the recurrence from the one before (or from h0), redone here.
@@ -621,8 +663,11 @@ def ssd_bwd_revsweep_kernel(
     NC = tl.cdiv(T, Q)
     if HAS_DT:
         A_h = tl.load(A_ptr + h).to(tl.float32)
-        dsum_row = dsum_ptr + _slot(pid_p, pid_bh) * NC
-        dsum_half = NPB * tl.num_programs(1) * NC
+        # compensated running sums of dA's and d dt_bias's terms (one per chunk)
+        dA_acc = tl.full((), 0.0, tl.float32)
+        dA_err = tl.full((), 0.0, tl.float32)
+        ddtb_acc = tl.full((), 0.0, tl.float32)
+        ddtb_err = tl.full((), 0.0, tl.float32)
     st_off, st_mask = _state_tile(b64, h, H, P, N, offs_p, offs_n)
     st_row0, st_loc = _state_rows(st_ptr, b64, h, H, NC, P, N, offs_p, offs_n, STATE_EVERY)
 
@@ -719,9 +764,8 @@ def ssd_bwd_revsweep_kernel(
         dla = (suf + cross) * keep
         if HAS_DT:
             ddt = (tl.sum(acc * xf, axis=1) * rs + A_h * dla) * sig
-            # per-chunk sums (torch adds them up as a tree: no long running sum)
-            tl.store(dsum_row + c, tl.sum(dla * dtv, axis=0))
-            tl.store(dsum_row + dsum_half + c, tl.sum(ddt, axis=0))
+            dA_acc, dA_err = _kahan_add(dA_acc, dA_err, tl.sum(dla * dtv, axis=0))
+            ddtb_acc, ddtb_err = _kahan_add(ddtb_acc, ddtb_err, tl.sum(ddt, axis=0))
         else:
             ddt = dla
         _st(ddt_base + t * H, ddt, mask_t, EVEN)
@@ -738,6 +782,9 @@ def ssd_bwd_revsweep_kernel(
 
     if STORE_DH0:
         tl.store(dh0_ptr + st_off, dS.to(dh0_ptr.dtype.element_ty), mask=st_mask)
+    if HAS_DT:
+        tl.store(dsum_ptr + _slot(pid_p, pid_bh), dA_acc)
+        tl.store(dsum_ptr + NPB * tl.num_programs(1) + _slot(pid_p, pid_bh), ddtb_acc)
 
 
 @triton.jit

@@ -45,7 +45,9 @@ def pick_config(p: int, n: int, chunk_size: Optional[int], dtype, kind: str = "f
     and of 32 above (register pressure). ``SEMISEP_TRITON_FWD`` / ``_BWD`` override any
     field for experiments, e.g. ``"BP=32,num_warps=4"``, and add ``maxnreg`` (registers per
     thread), for the forward ``UNROLL`` (chunks per loop iteration), for the backward
-    ``STATE_EVERY`` (1 or 2: keep every chunk state, or every second one).
+    ``STATE_EVERY`` (1 or 2: keep every chunk state, or every second one); for the forward
+    ``STATE_T`` (1: the state carried as (n, p), see :func:`kernels.ssd_fwd_kernel`; the
+    default for n <= 64 and for p in blocks under 64).
     """
     BN = max(16, _pow2(n))
     BP = max(16, min(64, _pow2(p)))
@@ -53,10 +55,13 @@ def pick_config(p: int, n: int, chunk_size: Optional[int], dtype, kind: str = "f
         Q = chunk_size
     else:
         Q = 64 if BN <= 64 else 32
-    # 3 stages: the forward's loads run further ahead (H200 run 9: -10 % at T = 16K)
-    stages = 3 if kind == "fwd" else 2
-    return _overridden(dict(Q=Q, BP=BP, BN=BN, num_warps=4, num_stages=stages),
-                       f"SEMISEP_TRITON_{kind.upper()}")
+    cfg = dict(Q=Q, BP=BP, BN=BN, num_warps=4)
+    if kind == "fwd":
+        # 3 stages: the forward's loads run further ahead (H200 run 9: -10 % at T = 16K)
+        cfg.update(num_stages=3, STATE_T=int(BN <= 64 or BP < 64))
+    else:
+        cfg.update(num_stages=2)
+    return _overridden(cfg, f"SEMISEP_TRITON_{kind.upper()}")
 
 
 def _overridden(cfg: dict, variable: str) -> dict:
@@ -212,7 +217,7 @@ def _fwd(x, dtla, A, B, C, D, z, dt_bias, h0, seq_idx, has_dt, dt_softplus, chun
                 STORE_HT=True, Q=cfg["Q"], BP=cfg["BP"], BN=cfg["BN"], PREC=_prec(x.dtype),
                 CLAMP_C=K.CLAMP, PRE=pre, FACTOR=_factor("fwd"), FAST=fast,
                 FACTORED=factored, EVEN=_even(cfg, T, p, n), UNROLL=cfg.get("UNROLL", 1),
-                **_launch_opts(cfg))
+                STATE_T=bool(cfg["STATE_T"]), **_launch_opts(cfg))
     return y, hT, ((cfg["Q"], dec, etot) if pre else None)
 
 
@@ -290,9 +295,9 @@ def _sweeps_bwd(dy, dhT, x, dtla, A, B, C, D, z, dt_bias, h0, seq_idx, has_dt, d
         dB_part = torch.empty(npb, b, T, h, n, **f32)
     nc = _cdiv(T, cfg["Q"])
     w = torch.empty(npb, b * h, T, **f32)
-    # the raw dt's (or log_a's) gradient, and per chunk the sums for dA and d dt_bias
+    # the raw dt's (or log_a's) gradient, and per program the sums for dA and d dt_bias
     ddt = torch.empty(npb, b, T, h, **f32)
-    dsum = torch.empty(2, npb, b, h, nc, **f32)
+    dsum = torch.empty(2, npb, b, h, **f32)
     st_dtype = torch.float32 if (x.dtype == torch.float32 or fp32_states) else x.dtype
     # the chunk states the reverse sweep reads (every STATE_EVERY-th: a knob for memory)
     every = cfg.get("STATE_EVERY", 1)
@@ -362,9 +367,9 @@ def _bwd(dy, dhT, x, dtla, A, B, C, D, z, dt_bias, h0, seq_idx, has_dt, dt_softp
     # the kernels applied the chain rule of the clamp, dt -> dt A and the softplus
     dA = ddtb = None
     if has_dt:
-        dA = dsum[0].sum((0, 1, 3)).to(A.dtype)
+        dA = dsum[0].sum((0, 1)).to(A.dtype)
         if dt_bias is not None:
-            ddtb = dsum[1].sum((0, 1, 3)).to(dt_bias.dtype)
+            ddtb = dsum[1].sum((0, 1)).to(dt_bias.dtype)
     ddtla = ddt.to(dtla.dtype)
     dB = dB32.to(B.dtype)
     dC = dC32.to(C.dtype)
