@@ -41,7 +41,8 @@ common_flags = dict(FACTORED=bool(opts.get("factored", 1)), HAS_DT=True, DT_SOFT
                     HAS_Z=False, HAS_SEQ=False, Q=opts["Q"], BP=opts["BP"], BN=opts["BN"],
                     PREC="tf32", CLAMP_C=K.CLAMP, PRE=bool(opts.get("pre", 0)),
                     FACTOR=bool(opts.get("factor", 1)), FAST=True, ATOMIC=bool(opts.get("atomic", 0)),
-                    EVEN=bool(opts.get("even", 1)), UNROLL=1, STATE_EVERY=1, STATE_T=True)
+                    EVEN=bool(opts.get("even", 1)), UNROLL=1, STATE_EVERY=1, STATE_T=True,
+                    DA_ROWS=False)
 FEATURES = dict(HAS_DTB=True, DT_SOFTPLUS=True, D_PER_P=True, HAS_Z=True, HAS_SEQ=True,
                 HAS_H0=True, HAS_DHT=True, STORE_DH0=True)
 if opts.get("full"):

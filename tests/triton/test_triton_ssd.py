@@ -65,18 +65,19 @@ def _assert_even(T, p, n, Q, even):
     assert ops._even(ops.pick_config(p, n, Q, torch.float32), T, p, n) == even
 
 
-@pytest.mark.parametrize("T,p,bp,even,every", [(37, 8, 16, False, 1), (48, 16, 16, True, 1),
-                                               (48, 32, 16, True, 1), (37, 8, 16, False, 2),
-                                               (64, 16, 16, True, 2)])
+@pytest.mark.parametrize("T,p,bp,even,every,da_rows", [
+    (37, 8, 16, False, 1, 0), (48, 16, 16, True, 1, 0), (48, 32, 16, True, 1, 1),
+    (37, 8, 16, False, 2, 1), (64, 16, 16, True, 2, 0)])
 @pytest.mark.parametrize("pre,deterministic", [("1", False), ("0", True)])
-def test_backward_all_inputs(monkeypatch, pre, deterministic, T, p, bp, even, every):
+def test_backward_all_inputs(monkeypatch, pre, deterministic, T, p, bp, even, every, da_rows):
     # deterministic: dB, dC from per-head partials instead of atomic adds; p = 32 in blocks
     # of 16: two programs per head, whose partial gradients (dB, dC, dt, dA, ...) add up;
-    # every = 2: half the chunk states kept (3 chunks at T = 37, 4 at T = 64), the rest redone
+    # every = 2: half the chunk states kept (3 chunks at T = 37, 4 at T = 64), the rest redone;
+    # da_rows: dA's terms per position (no reductions in the reverse sweep's loop)
     monkeypatch.setattr(torch, "are_deterministic_algorithms_enabled", lambda: deterministic)
     monkeypatch.setenv("SEMISEP_TRITON_PRE_DECAYS", pre)
     monkeypatch.setenv("SEMISEP_TRITON_FWD", f"BP={bp}")
-    monkeypatch.setenv("SEMISEP_TRITON_BWD", f"BP={bp},STATE_EVERY={every}")
+    monkeypatch.setenv("SEMISEP_TRITON_BWD", f"BP={bp},STATE_EVERY={every},DA_ROWS={da_rows}")
     _assert_even(T, p, 16, 16, even)
     d = make(T=T, p=p)
     seq = torch.tensor([[0] * 20 + [1] * (T - 20), [0] * T], dtype=torch.int32)

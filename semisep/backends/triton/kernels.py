@@ -627,6 +627,7 @@ def ssd_bwd_revsweep_kernel(
     CLAMP_C: tl.constexpr, PRE: tl.constexpr = False, FACTOR: tl.constexpr = True,
     ATOMIC: tl.constexpr = False, FAST: tl.constexpr = False, FACTORED: tl.constexpr = False,
     EVEN: tl.constexpr = False, HAS_H0: tl.constexpr = False, STATE_EVERY: tl.constexpr = 1,
+    DA_ROWS: tl.constexpr = False,
 ):
     """dx, dB, d h0 and the gradient of the raw dt (or log_a), each partial over p-blocks.
     FAST, FACTORED: as in :func:`ssd_fwd_kernel`.
@@ -637,7 +638,9 @@ def ssd_bwd_revsweep_kernel(
     (p-blocks, b, T, H): ``keep dla`` (log_a given), or, with dt,
     ``sig (x . dxs + A keep dla)``; ``dsum`` (2, p-blocks, b H) gets this program's sums of
     ``keep dla dt`` (for dA) and of its ddt (for d dt_bias), compensated running sums over
-    the chunks (a store per chunk instead cost the loop 15 %, H200 run 21). The chain rule of ``dt -> dt A``,
+    the chunks (a store per chunk instead cost the loop 15 %, H200 run 21). DA_ROWS (an
+    experiment: no reduction in the loop): ``dsum`` is laid out as ``ddt`` and gets
+    ``keep dla dt`` per position, and torch sums it and ddt. The chain rule of ``dt -> dt A``,
     the softplus and the clamp is linear in the two sums, so partials over p-blocks add up.
     STATE_EVERY=2: the forward sweep kept the state after odd chunks only; after an even chunk
     it is one step of the recurrence from the one before (or from h0), redone here.
@@ -764,8 +767,11 @@ def ssd_bwd_revsweep_kernel(
         dla = (suf + cross) * keep
         if HAS_DT:
             ddt = (tl.sum(acc * xf, axis=1) * rs + A_h * dla) * sig
-            dA_acc, dA_err = _kahan_add(dA_acc, dA_err, tl.sum(dla * dtv, axis=0))
-            ddtb_acc, ddtb_err = _kahan_add(ddtb_acc, ddtb_err, tl.sum(ddt, axis=0))
+            if DA_ROWS:
+                _st(dsum_ptr + pb_b * T * H + h + t * H, dla * dtv, mask_t, EVEN)
+            else:
+                dA_acc, dA_err = _kahan_add(dA_acc, dA_err, tl.sum(dla * dtv, axis=0))
+                ddtb_acc, ddtb_err = _kahan_add(ddtb_acc, ddtb_err, tl.sum(ddt, axis=0))
         else:
             ddt = dla
         _st(ddt_base + t * H, ddt, mask_t, EVEN)
@@ -782,7 +788,7 @@ def ssd_bwd_revsweep_kernel(
 
     if STORE_DH0:
         tl.store(dh0_ptr + st_off, dS.to(dh0_ptr.dtype.element_ty), mask=st_mask)
-    if HAS_DT:
+    if HAS_DT and not DA_ROWS:
         tl.store(dsum_ptr + _slot(pid_p, pid_bh), dA_acc)
         tl.store(dsum_ptr + NPB * tl.num_programs(1) + _slot(pid_p, pid_bh), ddtb_acc)
 

@@ -45,7 +45,9 @@ def pick_config(p: int, n: int, chunk_size: Optional[int], dtype, kind: str = "f
     and of 32 above (register pressure). ``SEMISEP_TRITON_FWD`` / ``_BWD`` override any
     field for experiments, e.g. ``"BP=32,num_warps=4"``, and add ``maxnreg`` (registers per
     thread), for the forward ``UNROLL`` (chunks per loop iteration), for the backward
-    ``STATE_EVERY`` (1 or 2: keep every chunk state, or every second one); for the forward
+    ``STATE_EVERY`` (1 or 2: keep every chunk state, or every second one) and ``DA_ROWS``
+    (1: dA's terms per position, summed by torch, see :func:`kernels.ssd_bwd_revsweep_kernel`);
+    for the forward
     ``STATE_T`` (1: the state carried as (n, p), see :func:`kernels.ssd_fwd_kernel`; the
     default for n <= 64 and for p in blocks under 64).
     """
@@ -296,8 +298,10 @@ def _sweeps_bwd(dy, dhT, x, dtla, A, B, C, D, z, dt_bias, h0, seq_idx, has_dt, d
     nc = _cdiv(T, cfg["Q"])
     w = torch.empty(npb, b * h, T, **f32)
     # the raw dt's (or log_a's) gradient, and per program the sums for dA and d dt_bias
+    # (DA_ROWS: dA's terms per position, laid out as ddt)
     ddt = torch.empty(npb, b, T, h, **f32)
-    dsum = torch.empty(2, npb, b, h, **f32)
+    da_rows = bool(cfg.get("DA_ROWS", 0))
+    dsum = torch.empty(npb, b, T, h, **f32) if da_rows else torch.empty(2, npb, b, h, **f32)
     st_dtype = torch.float32 if (x.dtype == torch.float32 or fp32_states) else x.dtype
     # the chunk states the reverse sweep reads (every STATE_EVERY-th: a knob for memory)
     every = cfg.get("STATE_EVERY", 1)
@@ -315,7 +319,8 @@ def _sweeps_bwd(dy, dhT, x, dtla, A, B, C, D, z, dt_bias, h0, seq_idx, has_dt, d
                  HAS_D=D is not None, D_PER_P=D is not None and D.dim() == 2,
                  HAS_Z=z is not None, HAS_SEQ=seq_idx is not None, HAS_DHT=dhT is not None,
                  Q=cfg["Q"], BP=BP, BN=cfg["BN"], PREC=_prec(x.dtype), CLAMP_C=K.CLAMP,
-                 EVEN=_even(cfg, T, p, n), HAS_H0=h0 is not None, STATE_EVERY=every)
+                 EVEN=_even(cfg, T, p, n), HAS_H0=h0 is not None, STATE_EVERY=every,
+                 DA_ROWS=da_rows)
     pre = _pre("bwd")
     fast = _fast(x.dtype, pre)
     if T > 0:
@@ -349,27 +354,34 @@ def _sweeps_bwd(dy, dhT, x, dtla, A, B, C, D, z, dt_bias, h0, seq_idx, has_dt, d
     del states
     # one p-block (p <= 64): the partials are the sums
     ddt = ddt[0] if npb == 1 else ddt.sum(0)
+    # over (p-blocks,) batch (and time): the gradients of A and dt_bias, per head
+    if not has_dt:
+        sums = (None, None)
+    elif da_rows:
+        sums = (dsum.sum((0, 1, 2)), ddt.sum((0, 1)))
+    else:
+        sums = (dsum[0].sum((0, 1)), dsum[1].sum((0, 1)))
     if atomic:
         dB32, dC32 = dB_part.view(b, T, g, n), dC_part.view(b, T, g, n)
     else:
         dB32 = dB_part.view(npb, b, T, g, h // g, n).sum((0, 4))
         dC32 = dC_part.view(npb, b, T, g, h // g, n).sum((0, 4))
     dDp = None if dD_part is None else dD_part
-    return dx, dz, ddt, dsum, dB32, dC32, dDp, dh0
+    return dx, dz, ddt, sums, dB32, dC32, dDp, dh0
 
 
 def _bwd(dy, dhT, x, dtla, A, B, C, D, z, dt_bias, h0, seq_idx, has_dt, dt_softplus,
          chunk_size, fp32_states, decays=None):
     """The gradients of every input, in the op's order (None for the absent ones)."""
-    dx, dz, ddt, dsum, dB32, dC32, dD_part, dh0 = _sweeps_bwd(
+    dx, dz, ddt, sums, dB32, dC32, dD_part, dh0 = _sweeps_bwd(
         dy, dhT, x, dtla, A, B, C, D, z, dt_bias, h0, seq_idx, has_dt, dt_softplus,
         chunk_size, h0 is not None, fp32_states, decays)
     # the kernels applied the chain rule of the clamp, dt -> dt A and the softplus
     dA = ddtb = None
     if has_dt:
-        dA = dsum[0].sum((0, 1)).to(A.dtype)
+        dA = sums[0].to(A.dtype)
         if dt_bias is not None:
-            ddtb = dsum[1].sum((0, 1)).to(dt_bias.dtype)
+            ddtb = sums[1].to(dt_bias.dtype)
     ddtla = ddt.to(dtla.dtype)
     dB = dB32.to(B.dtype)
     dC = dC32.to(C.dtype)
