@@ -319,8 +319,7 @@ def _sweeps_bwd(dy, dhT, x, dtla, A, B, C, D, z, dt_bias, h0, seq_idx, has_dt, d
                  HAS_D=D is not None, D_PER_P=D is not None and D.dim() == 2,
                  HAS_Z=z is not None, HAS_SEQ=seq_idx is not None, HAS_DHT=dhT is not None,
                  Q=cfg["Q"], BP=BP, BN=cfg["BN"], PREC=_prec(x.dtype), CLAMP_C=K.CLAMP,
-                 EVEN=_even(cfg, T, p, n), HAS_H0=h0 is not None, STATE_EVERY=every,
-                 DA_ROWS=da_rows)
+                 EVEN=_even(cfg, T, p, n), HAS_H0=h0 is not None, STATE_EVERY=every)
     pre = _pre("bwd")
     fast = _fast(x.dtype, pre)
     if T > 0:
@@ -342,7 +341,8 @@ def _sweeps_bwd(dy, dhT, x, dtla, A, B, C, D, z, dt_bias, h0, seq_idx, has_dt, d
                 K.ssd_bwd_revsweep_kernel[grid](
                     x, dtla, o(A), o(dt_bias), Bx, Cx, o(D), o(z), o(h0), o(seq_idx), dy, o(dhT),
                     dec, etot, states, w, dx, dB_part, ddt, dsum, o(dh0),
-                    T, h, g, p, n, npb, STORE_DH0=need_dh0, FACTORED=factored, **flags,
+                    T, h, g, p, n, npb, STORE_DH0=need_dh0, DA_ROWS=da_rows,
+                    FACTORED=factored, **flags,
                     **_launch_opts(cfg))
     else:
         if need_dh0:
