@@ -47,9 +47,8 @@ def pick_config(p: int, n: int, chunk_size: Optional[int], dtype, kind: str = "f
     thread), for the forward ``UNROLL`` (chunks per loop iteration), for the backward
     ``STATE_EVERY`` (1 or 2: keep every chunk state, or every second one) and ``DA_ROWS``
     (1: dA's terms per position, summed by torch, see :func:`kernels.ssd_bwd_revsweep_kernel`);
-    for the forward
-    ``STATE_T`` (1: the state carried as (n, p), see :func:`kernels.ssd_fwd_kernel`; the
-    default for n <= 64 and for p in blocks under 64).
+    for the forward ``STATE_T`` (1: the state carried as (n, p), see
+    :func:`kernels.ssd_fwd_kernel`; the default for n <= 64 and for p in blocks under 64).
     """
     BN = max(16, _pow2(n))
     BP = max(16, min(64, _pow2(p)))
@@ -301,7 +300,12 @@ def _sweeps_bwd(dy, dhT, x, dtla, A, B, C, D, z, dt_bias, h0, seq_idx, has_dt, d
     # (DA_ROWS: dA's terms per position, laid out as ddt)
     ddt = torch.empty(npb, b, T, h, **f32)
     da_rows = bool(cfg.get("DA_ROWS", 0))
-    dsum = torch.empty(npb, b, T, h, **f32) if da_rows else torch.empty(2, npb, b, h, **f32)
+    if not has_dt:
+        dsum = _dummy(ddt)
+    elif da_rows:
+        dsum = torch.empty(npb, b, T, h, **f32)
+    else:
+        dsum = torch.empty(2, npb, b, h, **f32)
     st_dtype = torch.float32 if (x.dtype == torch.float32 or fp32_states) else x.dtype
     # the chunk states the reverse sweep reads (every STATE_EVERY-th: a knob for memory)
     every = cfg.get("STATE_EVERY", 1)
