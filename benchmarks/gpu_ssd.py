@@ -150,6 +150,12 @@ def checks(results, quick=False):
         (torch.bfloat16, 5e-3, (1, 2048, 32, 64, 4, 128)),
         (torch.bfloat16, 5e-3, (2, 1024, 8, 128, 1, 64)),   # p = 128: two p-blocks per head
         (torch.bfloat16, 5e-3, (2, 1000, 8, 32, 1, 64)),    # p = 32: p-blocks of 32 (run 19)
+        # the other block shapes pick_config makes: n of 16, 32, 256 and p of 16, 256
+        (torch.bfloat16, 5e-3, (1, 1000, 4, 64, 1, 16)),
+        (torch.bfloat16, 5e-3, (1, 1000, 4, 64, 1, 32)),
+        (torch.bfloat16, 5e-3, (1, 1000, 4, 64, 1, 256)),
+        (torch.bfloat16, 5e-3, (1, 1000, 4, 16, 1, 64)),
+        (torch.bfloat16, 5e-3, (1, 1000, 4, 256, 1, 64)),
         (torch.float32, 1e-5, (1, 1000, 8, 64, 2, 64)),
     ]:
         x, dt, A, B, C, D = make_inputs(b, T, h, p, g, n, dtype, seed=1)
