@@ -44,6 +44,23 @@ def test_forward_log_a_resets_initial_state(Q):
     assert rel(y, yr) < 1e-5 and rel(hT, sr) < 1e-5
 
 
+@pytest.mark.parametrize("p,n", [(256, 64), (64, 256)])
+def test_default_blocks_of_wide_heads(p, n):
+    # the configuration pick_config makes (no chunk_size): p = 256 in four p-blocks of 64,
+    # n = 256 in one block with chunks of 32; forward and backward with dt and A
+    d = make(b=1, T=80, h=2, g=1, p=p, n=n)
+    ins = [d["x"], d["dt"].abs(), d["A"], d["B"], d["C"]]
+    x, dt, A, B, C = [t.clone().requires_grad_(True) for t in ins]
+    y = ssd(x, None, B, C, dt=dt, A=A)
+    gy = torch.randn_like(y)
+    got = torch.autograd.grad((y * gy).sum(), (x, dt, A, B, C))
+    yr, _ = naive.ssd_reference(x, None, B, C, dt=dt, A=A)
+    want = torch.autograd.grad((yr * gy.double()).sum(), (x, dt, A, B, C))
+    assert rel(y, yr) < 1e-5
+    for nm, a, w in zip("x dt A B C".split(), got, want):
+        assert rel(a, w) < 2e-5, nm
+
+
 def test_forward_mamba2_extras():
     d = make(T=45)
     seq = torch.tensor([[0] * 10 + [1] * 20 + [2] * 15, [3] * 45], dtype=torch.int32)
