@@ -144,7 +144,7 @@ def checks(results, quick=False):
         if not good:
             results.setdefault("checks_failed", []).append(f"{name}: {val:.3e} > {tol:.0e}")
 
-    # 1. bf16 / fp32, forward and backward, against float64 chunked reference (full width)
+    # 1. bf16 / fp32 / fp16, forward and backward, against the float64 chunked reference
     for dtype, tol, (b, T, h, p, g, n) in [
         (torch.bfloat16, 5e-3, (2, 4000, 32, 64, 1, 64)),
         (torch.bfloat16, 5e-3, (1, 2048, 32, 64, 4, 128)),
