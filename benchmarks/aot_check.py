@@ -15,6 +15,7 @@ import triton.language as tl  # noqa: F401
 from triton.backends.compiler import GPUTarget
 from triton.compiler import ASTSource
 
+from semisep.backends.triton import decays
 from semisep.backends.triton import kernels as K
 
 opts = dict(BP=64, BN=64, Q=64, num_warps=4, num_stages=2, dtype="bf16")
@@ -39,7 +40,7 @@ def sig_of(fn, ptr_args, int_args):
 
 common_flags = dict(FACTORED=bool(opts.get("factored", 1)), HAS_DT=True, DT_SOFTPLUS=False, HAS_DTB=False, HAS_D=True, D_PER_P=False,
                     HAS_Z=False, HAS_SEQ=False, Q=opts["Q"], BP=opts["BP"], BN=opts["BN"],
-                    PREC="tf32", CLAMP_C=K.CLAMP, PRE=bool(opts.get("pre", 0)),
+                    PREC="tf32", CLAMP_C=decays.CLAMP, PRE=bool(opts.get("pre", 0)),
                     FACTOR=bool(opts.get("factor", 1)), FAST=True, ATOMIC=bool(opts.get("atomic", 0)),
                     EVEN=bool(opts.get("even", 1)), UNROLL=1, STATE_EVERY=1, STATE_T=True,
                     DA_ROWS=False)
@@ -69,7 +70,7 @@ kernels = {
              dict(HAS_DHT=False, STORE_DH0=False)),
 }
 if opts.get("full"):
-    kernels["decays"] = (K.ssd_decays_kernel,
+    kernels["decays"] = (decays.ssd_decays_kernel,
                          dict(dt_ptr=F, A_ptr=F, dtb_ptr=F, seq_ptr="*i32", dec_ptr=F, etot_ptr=F), {})
     kernels["decode"] = (K.ssd_decode_kernel,
                          dict(state_ptr=F, x_ptr=P, dt_ptr=F, A_ptr=F, dtb_ptr=F, B_ptr=P, C_ptr=P,

@@ -86,7 +86,7 @@ def report(name, fn, top=0):
 
 def sections(T, b=8, h=32, p=64, g=1, n=64):
     """Host ms of the pieces of a forward+backward call (GPU held busy, see host_ms)."""
-    from semisep.backends.triton import kernels as K
+    from semisep.backends.triton import decays
     from semisep.backends.triton import ops, ssd
     x, dt, A, B, C, D = make_inputs(b, T, h, p, g, n, torch.bfloat16, seed=T + n)
     gy = torch.randn_like(x)
@@ -104,9 +104,9 @@ def sections(T, b=8, h=32, p=64, g=1, n=64):
                                            True, False, -1, False),
         "ops._sweeps_bwd alone": lambda: ops._sweeps_bwd(
             gy, None, x, dt, A, B, C, D, None, None, None, None, True, False, -1, False, False),
-        "one pre-pass launch": lambda: K.ssd_decays_kernel[(nc, b * h)](
+        "one pre-pass launch": lambda: decays.ssd_decays_kernel[(nc, b * h)](
             dt, A, dt, dt, dec, etot, T, h, HAS_DT=True, DT_SOFTPLUS=False, HAS_DTB=False,
-            HAS_SEQ=False, Q=64, CLAMP_C=K.CLAMP),
+            HAS_SEQ=False, Q=64, CLAMP_C=decays.CLAMP),
         "torch.empty x 10": lambda: [torch.empty(b, h, T, device="cuda") for _ in range(10)],
         "10 elementwise ops": lambda: [dt * 2.0 for _ in range(10)],
     }

@@ -13,6 +13,7 @@ from typing import Optional
 
 import torch
 
+from .decays import CLAMP, ssd_decays_kernel
 from . import kernels as K
 
 __all__ = ["ssd", "ssd_decode_step", "supports_reason", "pick_config"]
@@ -216,7 +217,7 @@ def _fwd(x, dtla, A, B, C, D, z, dt_bias, h0, seq_idx, has_dt, dt_softplus, chun
                 HAS_D=D is not None, D_PER_P=D is not None and D.dim() == 2,
                 HAS_Z=z is not None, HAS_H0=h0 is not None, HAS_SEQ=seq_idx is not None,
                 STORE_HT=True, Q=cfg["Q"], BP=cfg["BP"], BN=cfg["BN"], PREC=_prec(x.dtype),
-                CLAMP_C=K.CLAMP, PRE=pre, FACTOR=_factor("fwd"), FAST=fast,
+                CLAMP_C=CLAMP, PRE=pre, FACTOR=_factor("fwd"), FAST=fast,
                 FACTORED=factored, EVEN=_even(cfg, T, p, n), UNROLL=cfg.get("UNROLL", 1),
                 STATE_T=bool(cfg["STATE_T"]), **_launch_opts(cfg))
     return y, hT, ((cfg["Q"], dec, etot) if pre else None)
@@ -234,7 +235,7 @@ def _factor(kind: str = "fwd") -> bool:
 
 def _fast(dtype, pre: bool) -> bool:
     """Whether the sweeps run their factored loop where every chunk of a (b, h) decays by
-    more than ``kernels.FACTOR_MIN`` (read from the pre-pass's chunk decays).
+    more than ``decays.FACTOR_MIN`` (read from the pre-pass's chunk decays).
 
     Not for float16, whose range the factored operands ``x exp(-l)`` (up to ``2^64 |x|``)
     exceed; ``SEMISEP_TRITON_FAST=0`` turns it off (experiments).
@@ -253,7 +254,7 @@ def _pre(kind: str = "fwd") -> bool:
 
 
 def _pre_decays(pre, x, dtla, A, dt_bias, seq_idx, has_dt, dt_softplus, Q, for_grad=True):
-    """The decay arrays of :func:`kernels.ssd_decays_kernel` (or dummies when not ``pre``);
+    """The decay arrays of :func:`.decays.ssd_decays_kernel` (or dummies when not ``pre``);
     ``for_grad``: with rows 6-7, which only the backward reads."""
     if not pre:
         d = _dummy(x)
@@ -264,11 +265,11 @@ def _pre_decays(pre, x, dtla, A, dt_bias, seq_idx, has_dt, dt_softplus, Q, for_g
                       dtype=torch.float32)
     etot = torch.empty(b * h, nc, device=x.device, dtype=torch.float32)
     d = _dummy(x)
-    K.ssd_decays_kernel[(nc, b * h)](
+    ssd_decays_kernel[(nc, b * h)](
         dtla, A if A is not None else d, dt_bias if dt_bias is not None else d,
         seq_idx if seq_idx is not None else d, dec, etot, T, h,
         HAS_DT=has_dt, DT_SOFTPLUS=dt_softplus, HAS_DTB=dt_bias is not None,
-        HAS_SEQ=seq_idx is not None, Q=Q, CLAMP_C=K.CLAMP, GRAD_ROWS=for_grad)
+        HAS_SEQ=seq_idx is not None, Q=Q, CLAMP_C=CLAMP, GRAD_ROWS=for_grad)
     return dec, etot
 
 
@@ -322,7 +323,7 @@ def _sweeps_bwd(dy, dhT, x, dtla, A, B, C, D, z, dt_bias, h0, seq_idx, has_dt, d
     flags = dict(HAS_DT=has_dt, DT_SOFTPLUS=dt_softplus, HAS_DTB=dt_bias is not None,
                  HAS_D=D is not None, D_PER_P=D is not None and D.dim() == 2,
                  HAS_Z=z is not None, HAS_SEQ=seq_idx is not None, HAS_DHT=dhT is not None,
-                 Q=cfg["Q"], BP=BP, BN=cfg["BN"], PREC=_prec(x.dtype), CLAMP_C=K.CLAMP,
+                 Q=cfg["Q"], BP=BP, BN=cfg["BN"], PREC=_prec(x.dtype), CLAMP_C=CLAMP,
                  EVEN=_even(cfg, T, p, n), HAS_H0=h0 is not None, STATE_EVERY=every)
     pre = _pre("bwd")
     fast = _fast(x.dtype, pre)
@@ -579,5 +580,5 @@ def ssd_decode_step(state, x, B, C, *, log_a=None, dt=None, A=None, D=None, z=No
             h, g, p, n,
             HAS_DT=has_dt, DT_SOFTPLUS=bool(dt_softplus), HAS_DTB=dt_bias is not None,
             HAS_D=D is not None, D_PER_P=D is not None and D.dim() == 2, HAS_Z=z is not None,
-            BP=BP, BN=BN, CLAMP_C=K.CLAMP)
+            BP=BP, BN=BN, CLAMP_C=CLAMP)
     return y
