@@ -86,8 +86,7 @@ def report(name, fn, top=0):
 
 def sections(T, b=8, h=32, p=64, g=1, n=64):
     """Host ms of the pieces of a forward+backward call (GPU held busy, see host_ms)."""
-    from semisep.backends.triton import decays
-    from semisep.backends.triton import ops, ssd
+    from semisep.backends.triton import decays, launch, ssd
     x, dt, A, B, C, D = make_inputs(b, T, h, p, g, n, torch.bfloat16, seed=T + n)
     gy = torch.randn_like(x)
     xg, dtg, Bg, Cg = [t.detach().clone().requires_grad_(True) for t in (x, dt, B, C)]
@@ -100,9 +99,9 @@ def sections(T, b=8, h=32, p=64, g=1, n=64):
         "fwd, with grad": lambda: ssd(xg, None, Bg, Cg, dt=dtg, A=A, D=D),
         "autograd.grad of a kept y": lambda: torch.autograd.grad(y, (xg, dtg, Bg, Cg), gy,
                                                                  retain_graph=True),
-        "ops._bwd alone": lambda: ops._bwd(gy, None, x, dt, A, B, C, D, None, None, None, None,
-                                           True, False, -1, False),
-        "ops._sweeps_bwd alone": lambda: ops._sweeps_bwd(
+        "launch._bwd alone": lambda: launch._bwd(gy, None, x, dt, A, B, C, D, None, None, None,
+                                                 None, True, False, -1, False),
+        "launch._sweeps_bwd alone": lambda: launch._sweeps_bwd(
             gy, None, x, dt, A, B, C, D, None, None, None, None, True, False, -1, False, False),
         "one pre-pass launch": lambda: decays.ssd_decays_kernel[(nc, b * h)](
             dt, A, dt, dt, dec, etot, T, h, HAS_DT=True, DT_SOFTPLUS=False, HAS_DTB=False,

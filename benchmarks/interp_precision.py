@@ -25,7 +25,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 
 import torch  # noqa: E402
 
-from semisep.backends.triton import naive, ops, ssd  # noqa: E402
+from semisep.backends.triton import launch, naive, ssd  # noqa: E402
 
 NAMES = ["dx", "ddt", "dA", "dB", "dC", "dD", "dz", "ddt_bias", "dh0"]
 
@@ -69,7 +69,7 @@ def main():
     lo, _, hi = args.seeds.partition("-")
     seeds = range(int(lo), int(hi or lo) + 1)
     if args.factored:
-        ops._fast = lambda dtype, pre: pre   # experiment: float16 may take the factored loop
+        launch._fast = lambda dtype, pre: pre   # experiment: float16 may take the factored loop
     rows = []
     for s in seeds:
         e = one(s, args.T, args.factored)

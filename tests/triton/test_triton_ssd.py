@@ -78,8 +78,8 @@ def test_forward_mamba2_extras():
 
 def _assert_even(T, p, n, Q, even):
     """The shapes of a test take the unmasked (EVEN) loops, or the masked ones, as it says."""
-    from semisep.backends.triton import ops
-    assert ops._even(ops.pick_config(p, n, Q, torch.float32), T, p, n) == even
+    from semisep.backends.triton import config
+    assert config._even(config.pick_config(p, n, Q, torch.float32), T, p, n) == even
 
 
 @pytest.mark.parametrize("T,p,bp,even,every,da_rows", [

@@ -8,6 +8,10 @@ Nothing heavy happens at import: torch, triton and the kernels load on first use
 * :func:`ssd_decode_step` - one token, the state updated in place.
 * :class:`TritonBackend` - the registry entry ``"triton"``.
 * :mod:`.naive` - float64 torch references of the same semantics.
+
+Inside: :mod:`.kernels` (the math and the sweeps), :mod:`.decays` and :mod:`.tiles` (their
+jit helpers), :mod:`.launch` (the launchers), :mod:`.config` (block sizes, knobs) and
+:mod:`.ops` (checks, autograd, the torch.library ops, the public functions).
 """
 
 from __future__ import annotations

@@ -1,0 +1,114 @@
+"""Block sizes, launch options and the experiment knobs of the Triton SSD's launchers.
+
+The defaults come from the H200 runs in ``benchmarks/NOTES.md``; the environment variables
+``SEMISEP_TRITON_FWD`` / ``_BWD`` (fields of :func:`pick_config`), ``SEMISEP_TRITON_FAST``,
+``_PRE_DECAYS``, ``_FACTOR`` and ``_FP32_PRECISION`` override them, for experiments.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Optional
+
+import torch
+
+
+def _cdiv(a: int, b: int) -> int:
+    """``ceil(a / b)`` (triton.cdiv is a constexpr function: ~5 us a call from Python)."""
+    return -(-a // b)
+
+
+def _pow2(n: int) -> int:
+    """The least power of two >= n (and 1 for n <= 1)."""
+    return 1 << max(n - 1, 0).bit_length()
+
+
+def _interpret() -> bool:
+    return os.environ.get("TRITON_INTERPRET", "0") == "1"
+
+
+def pick_config(p: int, n: int, chunk_size: Optional[int], dtype, kind: str = "fwd") -> dict:
+    """Block sizes and launch options for one call (``kind``: fwd, bwd).
+
+    Defaults from the H200 runs in benchmarks/NOTES.md: 4 warps; chunks of 64 for n <= 64
+    and of 32 above (register pressure). ``SEMISEP_TRITON_FWD`` / ``_BWD`` override any
+    field for experiments, e.g. ``"BP=32,num_warps=4"``, and add ``maxnreg`` (registers per
+    thread), for the forward ``UNROLL`` (chunks per loop iteration), for the backward
+    ``STATE_EVERY`` (1 or 2: keep every chunk state, or every second one) and ``DA_ROWS``
+    (1: dA's terms per position, summed by torch, see :func:`kernels.ssd_bwd_revsweep_kernel`);
+    for the forward ``STATE_T`` (1: the state carried as (n, p), see
+    :func:`kernels.ssd_fwd_kernel`; the default for n <= 64 and for p in blocks under 64).
+    """
+    BN = max(16, _pow2(n))
+    BP = max(16, min(64, _pow2(p)))
+    if chunk_size is not None:
+        Q = chunk_size
+    else:
+        Q = 64 if BN <= 64 else 32
+    cfg = dict(Q=Q, BP=BP, BN=BN, num_warps=4)
+    if kind == "fwd":
+        # 3 stages: the forward's loads run further ahead (H200 run 9: -10 % at T = 16K)
+        cfg.update(num_stages=3, STATE_T=int(BN <= 64 or BP < 64))
+    else:
+        cfg.update(num_stages=2)
+    return _overridden(cfg, f"SEMISEP_TRITON_{kind.upper()}")
+
+
+def _overridden(cfg: dict, variable: str) -> dict:
+    """``cfg`` with the ``key=int`` items of the environment variable ``variable`` (experiments)."""
+    cfg = dict(cfg)
+    for item in filter(None, os.environ.get(variable, "").split(",")):
+        k, v = item.split("=")
+        cfg[k.strip()] = int(v)
+    return cfg
+
+
+def _prec(dtype) -> str:
+    if dtype == torch.float32:
+        return os.environ.get("SEMISEP_TRITON_FP32_PRECISION", "ieee")
+    return "tf32"
+
+
+def _even(cfg, T, p, n) -> bool:
+    """Whether every chunk is whole and p, n fill their blocks: the sweeps then load and store
+    without masks (``EVEN``)."""
+    return T % cfg["Q"] == 0 and p % cfg["BP"] == 0 and n == cfg["BN"]
+
+
+def _launch_opts(cfg):
+    if _interpret():
+        return {}
+    opts = dict(num_warps=cfg["num_warps"], num_stages=cfg["num_stages"])
+    if cfg.get("maxnreg"):
+        opts["maxnreg"] = cfg["maxnreg"]
+    return opts
+
+
+# Defaults from the H200 runs (benchmarks/NOTES.md, runs 5 and 9): the decay pre-pass in both
+# directions (the factored loops need its chunk decays); in the exact loop, the per-entry decay
+# tile forward and the factorized tile backward. The environment overrides both directions.
+_DEFAULTS = {"fwd": dict(pre="1", factor="0"), "bwd": dict(pre="1", factor="1")}
+
+
+def _factor(kind: str = "fwd") -> bool:
+    return os.environ.get("SEMISEP_TRITON_FACTOR", _DEFAULTS[kind]["factor"]) == "1"
+
+
+def _fast(dtype, pre: bool) -> bool:
+    """Whether the sweeps run their factored loop where every chunk of a (b, h) decays by
+    more than ``decays.FACTOR_MIN`` (read from the pre-pass's chunk decays).
+
+    Not for float16, whose range the factored operands ``x exp(-l)`` (up to ``2^64 |x|``)
+    exceed; ``SEMISEP_TRITON_FAST=0`` turns it off (experiments).
+    """
+    return (pre and dtype != torch.float16
+            and os.environ.get("SEMISEP_TRITON_FAST", "1") == "1")
+
+
+def _launches(fast: bool):
+    """The FACTORED values to launch a sweep with: both when programs choose (``fast``)."""
+    return (True, False) if fast else (False,)
+
+
+def _pre(kind: str = "fwd") -> bool:
+    return os.environ.get("SEMISEP_TRITON_PRE_DECAYS", _DEFAULTS[kind]["pre"]) == "1"
