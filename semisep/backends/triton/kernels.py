@@ -50,9 +50,9 @@ import triton
 import triton.language as tl
 
 from .decays import _decays_all, _dt_grad_factors, _L_tile, _skip, _softplus
-from .tiles import (_chunk_inputs, _grad_rows, _ld, _load_D, _plus_D, _program, _put_grad,
-                    _slot, _st, _start, _state_nt, _state_rows, _state_tile, _state_update,
-                    _tile)
+from .tiles import (_chunk_inputs, _grad_rows, _io_starts, _ld, _load_D, _plus_D, _program,
+                    _put_grad, _slot, _st, _start, _state_nt, _state_rows, _state_tile,
+                    _state_update, _tile)
 
 
 @triton.jit
@@ -94,18 +94,16 @@ def ssd_fwd_kernel(
     where it spills less (run 20: 1.20 against 1.52 ms at N = 128, T = 16K).
     """
     pid_p, pid_bh, b64, h, grp = _program(H, G)
-    if _skip(etot_ptr, pid_bh, tl.cdiv(T, Q), FAST, FACTORED):
+    n_chunks = tl.cdiv(T, Q)
+    if _skip(etot_ptr, pid_bh, n_chunks, FAST, FACTORED):
         return
     offs_q = tl.arange(0, Q)
     offs_p = pid_p * BP + tl.arange(0, BP)
     offs_n = tl.arange(0, BN)
     dtype = x_ptr.dtype.element_ty
 
-    x_base = _start(x_ptr, b64, h, T, H, P)
-    y_base = _start(y_ptr, b64, h, T, H, P)
-    z_base = _start(z_ptr, b64, h, T, H, P)
-    B_base = _start(B_ptr, b64, grp, T, G, N)
-    C_base = _start(C_ptr, b64, grp, T, G, N)
+    x_base, y_base, z_base, B_base, C_base = _io_starts(x_ptr, y_ptr, z_ptr, B_ptr, C_ptr, b64,
+                                                        h, grp, T, H, G, P, N)
     st_off, st_mask = _state_tile(b64, h, H, P, N, offs_p, offs_n, STATE_T)
 
     if HAS_H0:
@@ -117,7 +115,6 @@ def ssd_fwd_kernel(
     if HAS_D:
         Dv = _load_D(D_ptr, h, P, offs_p, D_PER_P)
 
-    n_chunks = tl.cdiv(T, Q)
     for c in tl.range(0, n_chunks, loop_unroll_factor=UNROLL):
         t = c * Q + offs_q.to(tl.int64)
         dtv, hi, lo, e_in, to_end, e_tot, inv = _decays_all(
@@ -156,12 +153,11 @@ def ssd_fwd_kernel(
 def ssd_bwd_fwdsweep_kernel(
     x_ptr, dt_ptr, A_ptr, dtb_ptr, B_ptr, C_ptr, D_ptr, z_ptr, h0_ptr, seq_ptr, dy_ptr,
     dec_ptr, etot_ptr,
-    dhT_ptr,
     dC_ptr, w_ptr, dz_ptr, dD_ptr, st_ptr,
-    T, H, G, P, N, NPB,
+    T, H, G, P, N,
     HAS_DT: tl.constexpr, DT_SOFTPLUS: tl.constexpr, HAS_DTB: tl.constexpr,
     HAS_D: tl.constexpr, D_PER_P: tl.constexpr, HAS_Z: tl.constexpr, HAS_H0: tl.constexpr,
-    HAS_SEQ: tl.constexpr, HAS_DHT: tl.constexpr,
+    HAS_SEQ: tl.constexpr,
     Q: tl.constexpr, BP: tl.constexpr, BN: tl.constexpr, PREC: tl.constexpr,
     CLAMP_C: tl.constexpr, PRE: tl.constexpr = False, FACTOR: tl.constexpr = True,
     ATOMIC: tl.constexpr = False, FAST: tl.constexpr = False, FACTORED: tl.constexpr = False,
@@ -173,7 +169,8 @@ def ssd_bwd_fwdsweep_kernel(
     the reverse sweep redoes the other step).
     FAST, FACTORED: as in :func:`ssd_fwd_kernel`."""
     pid_p, pid_bh, b64, h, grp = _program(H, G)
-    if _skip(etot_ptr, pid_bh, tl.cdiv(T, Q), FAST, FACTORED):
+    NC = tl.cdiv(T, Q)
+    if _skip(etot_ptr, pid_bh, NC, FAST, FACTORED):
         return
     offs_q = tl.arange(0, Q)
     offs_p = pid_p * BP + tl.arange(0, BP)
@@ -181,16 +178,12 @@ def ssd_bwd_fwdsweep_kernel(
     mask_p = offs_p < P
     dtype = x_ptr.dtype.element_ty
 
-    x_base = _start(x_ptr, b64, h, T, H, P)
-    dy_base = _start(dy_ptr, b64, h, T, H, P)
-    z_base = _start(z_ptr, b64, h, T, H, P)
+    x_base, dy_base, z_base, B_base, C_base = _io_starts(x_ptr, dy_ptr, z_ptr, B_ptr, C_ptr,
+                                                         b64, h, grp, T, H, G, P, N)
     dz_base = _start(dz_ptr, b64, h, T, H, P)
-    B_base = _start(B_ptr, b64, grp, T, G, N)
-    C_base = _start(C_ptr, b64, grp, T, G, N)
     dC_base, dC_rs = _grad_rows(dC_ptr, pid_p, b64, h, grp, T, H, G, N, ATOMIC)
     w_base = w_ptr + _slot(pid_p, pid_bh) * T
     st_off, st_mask = _state_tile(b64, h, H, P, N, offs_p, offs_n)
-    NC = tl.cdiv(T, Q)
     st_row0, st_loc = _state_rows(st_ptr, b64, h, H, NC, P, N, offs_p, offs_n, STATE_EVERY)
 
     if HAS_H0:
@@ -307,24 +300,21 @@ def ssd_bwd_revsweep_kernel(
     it is one step of the recurrence from the one before (or from h0), redone here.
     """
     pid_p, pid_bh, b64, h, grp = _program(H, G)
-    if _skip(etot_ptr, pid_bh, tl.cdiv(T, Q), FAST, FACTORED):
+    NC = tl.cdiv(T, Q)
+    if _skip(etot_ptr, pid_bh, NC, FAST, FACTORED):
         return
     offs_q = tl.arange(0, Q)
     offs_p = pid_p * BP + tl.arange(0, BP)
     offs_n = tl.arange(0, BN)
     dtype = x_ptr.dtype.element_ty
 
-    x_base = _start(x_ptr, b64, h, T, H, P)
+    x_base, dy_base, z_base, B_base, C_base = _io_starts(x_ptr, dy_ptr, z_ptr, B_ptr, C_ptr,
+                                                         b64, h, grp, T, H, G, P, N)
     dx_base = _start(dx_ptr, b64, h, T, H, P)
-    dy_base = _start(dy_ptr, b64, h, T, H, P)
-    z_base = _start(z_ptr, b64, h, T, H, P)
-    B_base = _start(B_ptr, b64, grp, T, G, N)
-    C_base = _start(C_ptr, b64, grp, T, G, N)
     dB_base, dB_rs = _grad_rows(dB_ptr, pid_p, b64, h, grp, T, H, G, N, ATOMIC)
     w_base = w_ptr + _slot(pid_p, pid_bh) * T
     pb_b = pid_p.to(tl.int64) * (tl.num_programs(1) // H) + b64
     ddt_base = ddt_ptr + pb_b * T * H + h
-    NC = tl.cdiv(T, Q)
     if HAS_DT:
         A_h = tl.load(A_ptr + h).to(tl.float32)
         # compensated running sums of dA's and d dt_bias's terms (one per chunk)

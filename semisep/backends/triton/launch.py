@@ -133,7 +133,7 @@ def _sweeps_bwd(dy, dhT, x, dtla, A, B, C, D, z, dt_bias, h0, seq_idx, has_dt, d
     grid = (npb, b * h)
     flags = dict(HAS_DT=has_dt, DT_SOFTPLUS=dt_softplus, HAS_DTB=dt_bias is not None,
                  HAS_D=D is not None, D_PER_P=D is not None and D.dim() == 2,
-                 HAS_Z=z is not None, HAS_SEQ=seq_idx is not None, HAS_DHT=dhT is not None,
+                 HAS_Z=z is not None, HAS_SEQ=seq_idx is not None,
                  Q=cfg["Q"], BP=BP, BN=cfg["BN"], PREC=_prec(x.dtype), CLAMP_C=CLAMP,
                  EVEN=_even(cfg, T, p, n), HAS_H0=h0 is not None, STATE_EVERY=every)
     pre = _pre("bwd")
@@ -149,15 +149,16 @@ def _sweeps_bwd(dy, dhT, x, dtla, A, B, C, D, z, dt_bias, h0, seq_idx, has_dt, d
             for factored in _launches(fast):
                 K.ssd_bwd_fwdsweep_kernel[grid](
                     x, dtla, o(A), o(dt_bias), Bx, Cx, o(D), o(z), o(h0), o(seq_idx), dy,
-                    dec, etot, o(dhT),
+                    dec, etot,
                     dC_part, w, o(dz), o(dD_part), states,
-                    T, h, g, p, n, npb, FACTORED=factored, **flags,
+                    T, h, g, p, n, FACTORED=factored, **flags,
                     **_launch_opts(cfg))
             for factored in _launches(fast):
                 K.ssd_bwd_revsweep_kernel[grid](
                     x, dtla, o(A), o(dt_bias), Bx, Cx, o(D), o(z), o(h0), o(seq_idx), dy, o(dhT),
                     dec, etot, states, w, dx, dB_part, ddt, dsum, o(dh0),
-                    T, h, g, p, n, npb, STORE_DH0=need_dh0, DA_ROWS=da_rows,
+                    T, h, g, p, n, npb, HAS_DHT=dhT is not None, STORE_DH0=need_dh0,
+                    DA_ROWS=da_rows,
                     FACTORED=factored, **flags,
                     **_launch_opts(cfg))
     else:

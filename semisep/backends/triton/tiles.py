@@ -54,6 +54,15 @@ def _start(ptr, b64, i, T, W, D):
 
 
 @triton.jit
+def _io_starts(x_ptr, o_ptr, z_ptr, B_ptr, C_ptr, b64, h, grp, T, H, G, P, N):
+    """:func:`_start` of (b, h) in x, in a second (b, T, H, P) array ``o`` (y, or dy), in z,
+    and of (b, its group) in B and C: the inputs every sweep walks."""
+    return (_start(x_ptr, b64, h, T, H, P), _start(o_ptr, b64, h, T, H, P),
+            _start(z_ptr, b64, h, T, H, P), _start(B_ptr, b64, grp, T, G, N),
+            _start(C_ptr, b64, grp, T, G, N))
+
+
+@triton.jit
 def _tile(base, t, stride, offs):
     """Pointers to rows ``t`` (``stride`` apart) and columns ``offs`` from ``base``."""
     return base + t[:, None] * stride + offs[None, :]
