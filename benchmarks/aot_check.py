@@ -68,7 +68,7 @@ kernels = {
               dict(x_ptr=P, dt_ptr=F, A_ptr=F, dtb_ptr=F, B_ptr=P, C_ptr=P, D_ptr=F, z_ptr=P,
                    seq_ptr="*i32", dy_ptr=P, dec_ptr=F, etot_ptr=F, st_ptr=P, dst_ptr=P,
                    dx_ptr=P, dz_ptr=P, dB_ptr=F, dC_ptr=F, ddt_ptr=F, dsum_ptr=F, dD_ptr=F),
-              dict(SUB=opts.get("SUB", 2))),
+              dict(NPB=opts.get("NPB", 1))),
     "bwd1": (K.ssd_bwd_fwdsweep_kernel,
              dict(x_ptr=P, dt_ptr=F, A_ptr=F, dtb_ptr=F, B_ptr=P, C_ptr=P, D_ptr=F, z_ptr=P,
                   h0_ptr=F, seq_ptr="*i32", dy_ptr=P, dec_ptr=F, etot_ptr=F, dC_ptr=F,
@@ -142,7 +142,7 @@ def loop_report(cubin, top=12):
     return f"loop={len(body)} instr {ops.most_common(top)}"
 
 
-ints = {"T", "H", "G", "P", "N", "NPB", "HPP", "NCP"}
+ints = {"T", "H", "G", "P", "N", "NPB", "HPP", "NCP", "BH", "HS"}
 only = [k for k in opts.get("only", "").split("+") if k] if isinstance(opts.get("only"), str) else []
 for name, (fn, ptrs, extra) in kernels.items():
     if only and name not in only:

@@ -52,7 +52,7 @@ def pick_config(p: int, n: int, chunk_size: Optional[int], dtype, kind: str = "f
     else:
         # SUB: chunks per stored state in the parallel backward (2 halves their memory);
         # PARALLEL=0: the two sweeps of before (an experiment, benchmarks/NOTES.md)
-        cfg.update(num_stages=2, SUB=2, PARALLEL=1)
+        cfg.update(num_stages=2, SUB=1, PARALLEL=1, chunk_warps=8, chunk_stages=2)
     return _overridden(cfg, f"SEMISEP_TRITON_{kind.upper()}")
 
 

@@ -123,13 +123,9 @@ def _chunks_bwd(dy, dhT, x, dtla, A, B, C, D, z, dt_bias, h0, seq_idx, has_dt, d
     nc = _cdiv(T, Q)
     ncp = _cdiv(nc, SUB) * SUB
     f32 = dict(device=x.device, dtype=torch.float32)
-    atomic = not torch.are_deterministic_algorithms_enabled()
-    if atomic:
-        dC_part = torch.zeros(1, b, T, g, 1, n, **f32)
-        dB_part = torch.zeros(1, b, T, g, 1, n, **f32)
-    else:
-        dC_part = torch.empty(npb, b, T, h, n, **f32)
-        dB_part = torch.empty(npb, b, T, h, n, **f32)
+    hs = _head_splits(ncp * b * g, h // g)
+    dC_part = torch.empty(hs, b, T, g, n, **f32)
+    dB_part = torch.empty(hs, b, T, g, n, **f32)
     ddt = torch.empty(npb, b, T, h, **f32)
     dsum = torch.empty(npb, b, T, h, **f32) if has_dt else _dummy(ddt)
     dz = torch.empty_like(z) if z is not None else None
@@ -170,13 +166,17 @@ def _chunks_bwd(dy, dhT, x, dtla, A, B, C, D, z, dt_bias, h0, seq_idx, has_dt, d
                 dy, o(z), Cx, dtla, o(A), o(dt_bias), o(seq_idx), dec, etot, o(dhT), dstates,
                 o(dh0), T, h, g, p, n, ncp, HAS_Z=z is not None, HAS_DHT=dhT is not None,
                 STORE_DH0=need_dh0, EVEN=even, **flags, **_launch_opts(cfg))
-            BKW.ssd_bwd_chunk_kernel[(ncp // SUB, b * h, npb)](
-                x, dtla, o(A), o(dt_bias), Bx, Cx, o(D), o(z), o(seq_idx), dy, dec, etot,
-                states, dstates, dx, o(dz), dB_part, dC_part, ddt, dsum, o(dD_part),
-                T, h, g, p, n, ncp, HAS_D=D is not None,
-                D_PER_P=D is not None and D.dim() == 2, HAS_Z=z is not None,
-                FACTOR=_factor("bwd"), ATOMIC=atomic, EVEN=even, **flags,
-                **_launch_opts(dict(cfg, num_warps=cfg.get("chunk_warps", cfg["num_warps"]))))
+            del flags["SUB"]
+            fast = _fast(x.dtype, pre)
+            for factored in _launches(fast):
+                BKW.ssd_bwd_chunk_kernel[(ncp, b * g * hs)](
+                    x, dtla, o(A), o(dt_bias), Bx, Cx, o(D), o(z), o(seq_idx), dy, dec, etot,
+                    states, dstates, dx, o(dz), dB_part, dC_part, ddt, dsum, o(dD_part),
+                    T, h, g, p, n, ncp, b * h, hs, HAS_D=D is not None,
+                    D_PER_P=D is not None and D.dim() == 2, HAS_Z=z is not None,
+                    FACTOR=_factor("bwd"), EVEN=even, NPB=npb, FAST=fast, FACTORED=factored,
+                    **flags, **_launch_opts(dict(cfg, num_warps=cfg["chunk_warps"],
+                                                 num_stages=cfg["chunk_stages"])))
             del states, dstates
     else:
         if need_dh0:
@@ -187,13 +187,19 @@ def _chunks_bwd(dy, dhT, x, dtla, A, B, C, D, z, dt_bias, h0, seq_idx, has_dt, d
             dD_part.zero_()
     ddt = ddt[0] if npb == 1 else ddt.sum(0)
     sums = (dsum.sum((0, 1, 2)), ddt.sum((0, 1))) if has_dt else (None, None)
-    if atomic:
-        dB32, dC32 = dB_part.view(b, T, g, n), dC_part.view(b, T, g, n)
-    else:
-        dB32 = dB_part.view(npb, b, T, g, h // g, n).sum((0, 4))
-        dC32 = dC_part.view(npb, b, T, g, h // g, n).sum((0, 4))
+    dB32, dC32 = (dB_part[0], dC_part[0]) if hs == 1 else (dB_part.sum(0), dC_part.sum(0))
     dDp = None if dD_part is None else dD_part.sum(2)[None]
     return dx, dz, ddt, sums, dB32, dC32, dDp, dh0
+
+
+def _head_splits(programs, hpg, target=528):
+    """Into how many parts the chunk kernel splits each group's ``hpg`` heads: the fewest
+    (a divisor of hpg) that give ``programs`` (chunks x b x groups) times it at least
+    ``target`` programs (4 per SM of the H200), so that short sequences fill the GPU."""
+    for hs in range(1, hpg + 1):
+        if hpg % hs == 0 and programs * hs >= target:
+            return hs
+    return hpg
 
 
 def _sweeps_bwd(dy, dhT, x, dtla, A, B, C, D, z, dt_bias, h0, seq_idx, has_dt, dt_softplus,
