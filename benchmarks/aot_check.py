@@ -15,7 +15,6 @@ import triton.language as tl  # noqa: F401
 from triton.backends.compiler import GPUTarget
 from triton.compiler import ASTSource
 
-from semisep.backends.triton import backward as BK
 from semisep.backends.triton import decays
 from semisep.backends.triton import kernels as K
 
@@ -49,7 +48,7 @@ FEATURES = dict(HAS_DTB=True, DT_SOFTPLUS=True, D_PER_P=True, HAS_Z=True, HAS_SE
                 HAS_H0=True, HAS_DHT=True, STORE_DH0=True)
 if opts.get("full"):
     common_flags.update(FEATURES)
-INT_FLAGS = ("Q", "BP", "BN", "UNROLL", "STATE_EVERY", "SUB")
+INT_FLAGS = ("Q", "BP", "BN", "UNROLL", "STATE_EVERY")
 common_flags.update({k: (v if k in INT_FLAGS else bool(v)) for k, v in opts.items()
                      if k.isupper() and k not in ("Q", "BP", "BN")})
 P = f"*{dt}"
@@ -57,18 +56,8 @@ F = "*fp32"
 kernels = {
     "fwd": (K.ssd_fwd_kernel,
             dict(x_ptr=P, dt_ptr=F, A_ptr=F, dtb_ptr=F, B_ptr=P, C_ptr=P, D_ptr=F, z_ptr=P,
-                 h0_ptr=F, seq_ptr="*i32", dec_ptr=F, etot_ptr=F, y_ptr=P, hT_ptr=F, st_ptr=P),
-            dict(HAS_H0=False, STORE_HT=True, STORE_ST=bool(opts.get("store_st", 0)),
-                 SUB=opts.get("SUB", 2))),
-    "adj": (BK.ssd_bwd_adjoint_kernel,
-            dict(dy_ptr=P, z_ptr=P, C_ptr=P, dt_ptr=F, A_ptr=F, dtb_ptr=F, seq_ptr="*i32",
-                 dec_ptr=F, etot_ptr=F, dhT_ptr=F, dst_ptr=P, dh0_ptr=F),
-            dict(HAS_DHT=False, STORE_DH0=False, SUB=opts.get("SUB", 2))),
-    "chunk": (BK.ssd_bwd_chunk_kernel,
-              dict(x_ptr=P, dt_ptr=F, A_ptr=F, dtb_ptr=F, B_ptr=P, C_ptr=P, D_ptr=F, z_ptr=P,
-                   seq_ptr="*i32", dy_ptr=P, dec_ptr=F, etot_ptr=F, st_ptr=P, dst_ptr=P,
-                   dx_ptr=P, dz_ptr=P, dB_ptr=F, dC_ptr=F, ddt_ptr=F, dsum_ptr=F, dD_ptr=F),
-              dict(NPB=opts.get("NPB", 1))),
+                 h0_ptr=F, seq_ptr="*i32", dec_ptr=F, etot_ptr=F, y_ptr=P, hT_ptr=F),
+            dict(HAS_H0=False, STORE_HT=True)),
     "bwd1": (K.ssd_bwd_fwdsweep_kernel,
              dict(x_ptr=P, dt_ptr=F, A_ptr=F, dtb_ptr=F, B_ptr=P, C_ptr=P, D_ptr=F, z_ptr=P,
                   h0_ptr=F, seq_ptr="*i32", dy_ptr=P, dec_ptr=F, etot_ptr=F, dC_ptr=F,
@@ -142,7 +131,7 @@ def loop_report(cubin, top=12):
     return f"loop={len(body)} instr {ops.most_common(top)}"
 
 
-ints = {"T", "H", "G", "P", "N", "NPB", "HPP", "NCP", "BH", "HS"}
+ints = {"T", "H", "G", "P", "N", "NPB", "HPP"}
 only = [k for k in opts.get("only", "").split("+") if k] if isinstance(opts.get("only"), str) else []
 for name, (fn, ptrs, extra) in kernels.items():
     if only and name not in only:

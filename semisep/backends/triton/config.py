@@ -50,9 +50,7 @@ def pick_config(p: int, n: int, chunk_size: Optional[int], dtype, kind: str = "f
         # 3 stages: the forward's loads run further ahead (H200 run 9: -10 % at T = 16K)
         cfg.update(num_stages=3, STATE_T=int(BN <= 64 or BP < 64))
     else:
-        # SUB: chunks per stored state in the parallel backward (2 halves their memory);
-        # PARALLEL=0: the two sweeps of before (an experiment, benchmarks/NOTES.md)
-        cfg.update(num_stages=2, SUB=1, PARALLEL=1, chunk_warps=8, chunk_stages=2)
+        cfg.update(num_stages=2)
     return _overridden(cfg, f"SEMISEP_TRITON_{kind.upper()}")
 
 

@@ -64,30 +64,18 @@ def _kahan_add(total, err, v):
 
 
 @triton.jit
-def _store_state(row0, loc, mask, S, c, P, N, SUB: tl.constexpr, STATE_T: tl.constexpr):
-    """Store ``S`` (its (n, p) or (p, n) form) in slot ``c // SUB`` when ``c % SUB == 0``."""
-    if SUB == 1:
-        tl.store(row0 + c * (P * N) + loc, S.to(row0.dtype.element_ty), mask=mask)
-    else:
-        first = (tl.arange(0, S.shape[0]) * 0 + c % SUB) == 0   # a tensor (c may be an int)
-        tl.store(row0 + (c // SUB) * (P * N) + loc, S.to(row0.dtype.element_ty),
-                 mask=mask & first[:, None])
-
-
-@triton.jit
 def ssd_fwd_kernel(
     x_ptr, dt_ptr, A_ptr, dtb_ptr, B_ptr, C_ptr, D_ptr, z_ptr, h0_ptr, seq_ptr,
     dec_ptr, etot_ptr,
-    y_ptr, hT_ptr, st_ptr,
-    T, H, G, P, N, NCP,
+    y_ptr, hT_ptr,
+    T, H, G, P, N,
     HAS_DT: tl.constexpr, DT_SOFTPLUS: tl.constexpr, HAS_DTB: tl.constexpr,
     HAS_D: tl.constexpr, D_PER_P: tl.constexpr, HAS_Z: tl.constexpr, HAS_H0: tl.constexpr,
     HAS_SEQ: tl.constexpr, STORE_HT: tl.constexpr,
     Q: tl.constexpr, BP: tl.constexpr, BN: tl.constexpr, PREC: tl.constexpr,
     CLAMP_C: tl.constexpr, PRE: tl.constexpr = False, FACTOR: tl.constexpr = True,
     FAST: tl.constexpr = False, FACTORED: tl.constexpr = False, EVEN: tl.constexpr = False,
-    UNROLL: tl.constexpr = 1, STATE_T: tl.constexpr = True, STORE_Y: tl.constexpr = True,
-    STORE_ST: tl.constexpr = False, SUB: tl.constexpr = 1,
+    UNROLL: tl.constexpr = 1, STATE_T: tl.constexpr = True,
 ):
     """The forward sweep. UNROLL: chunks per loop iteration (an experiment: more independent
     work in view of the scheduler, benchmarks/NOTES.md).
@@ -104,15 +92,10 @@ def ssd_fwd_kernel(
     (p, n) form's dots on transposed register tiles when p came in blocks of 32 (H200 run 19:
     wrong y, illegal addresses); the (p, n) form stays for n > 64 with p in blocks of 64,
     where it spills less (run 20: 1.20 against 1.52 ms at N = 128, T = 16K).
-
-    STORE_ST (for the backward, :mod:`.backward`): the state entering every ``SUB``-th chunk
-    goes to ``st`` (b, H, NCP // SUB, P, N); without STORE_Y the kernel computes only those
-    (y's dots are dead code then). ``NCP``: the chunks the decay arrays hold (a multiple of
-    SUB, at least ``cdiv(T, Q)``).
     """
     pid_p, pid_bh, b64, h, grp = _program(H, G)
     n_chunks = tl.cdiv(T, Q)
-    if _skip(etot_ptr, pid_bh, NCP, FAST, FACTORED):
+    if _skip(etot_ptr, pid_bh, n_chunks, FAST, FACTORED):
         return
     offs_q = tl.arange(0, Q)
     offs_p = pid_p * BP + tl.arange(0, BP)
@@ -131,16 +114,11 @@ def ssd_fwd_kernel(
         S = tl.zeros((BP, BN), dtype=tl.float32)
     if HAS_D:
         Dv = _load_D(D_ptr, h, P, offs_p, D_PER_P)
-    if STORE_ST:
-        st_loc, _ = _state_tile(0, 0, H, P, N, offs_p, offs_n, STATE_T)
-        st_row0 = st_ptr + (b64 * H + h) * (NCP // SUB) * P * N
 
     for c in tl.range(0, n_chunks, loop_unroll_factor=UNROLL):
-        if STORE_ST:
-            _store_state(st_row0, st_loc, st_mask, S, c, P, N, SUB, STATE_T)
         t = c * Q + offs_q.to(tl.int64)
         dtv, hi, lo, e_in, to_end, e_tot, inv = _decays_all(
-            PRE, dec_ptr, etot_ptr, tl.num_programs(1), NCP, c, dt_ptr, A_ptr, dtb_ptr,
+            PRE, dec_ptr, etot_ptr, tl.num_programs(1), n_chunks, c, dt_ptr, A_ptr, dtb_ptr,
             seq_ptr, b64, h, H, T, t, HAS_DT, DT_SOFTPLUS, HAS_DTB, HAS_SEQ, CLAMP_C)
         mask_t, m_tp, m_tn, x, Bt, Ct = _chunk_inputs(x_base, B_base, C_base, t, T, H, G, P, N,
                                                       offs_p, offs_n, EVEN)
@@ -160,13 +138,12 @@ def ssd_fwd_kernel(
             acc = tl.dot(W, xs, acc * e_in[:, None], input_precision=PREC)
             xd = (x.to(tl.float32) * (dtv * to_end)[:, None]).to(dtype)
             S = _state_update(S * e_tot, xd, Bt, STATE_T, PREC)
-        if STORE_Y:
-            if HAS_D:
-                acc = _plus_D(acc, x.to(tl.float32), Dv, D_PER_P)
-            if HAS_Z:
-                zz = _ld(_tile(z_base, t, H * P, offs_p), m_tp, EVEN).to(tl.float32)
-                acc = acc * zz * tl.sigmoid(zz)
-            _st(_tile(y_base, t, H * P, offs_p), acc.to(dtype), m_tp, EVEN)
+        if HAS_D:
+            acc = _plus_D(acc, x.to(tl.float32), Dv, D_PER_P)
+        if HAS_Z:
+            zz = _ld(_tile(z_base, t, H * P, offs_p), m_tp, EVEN).to(tl.float32)
+            acc = acc * zz * tl.sigmoid(zz)
+        _st(_tile(y_base, t, H * P, offs_p), acc.to(dtype), m_tp, EVEN)
 
     if STORE_HT:
         tl.store(hT_ptr + st_off, S.to(hT_ptr.dtype.element_ty), mask=st_mask)

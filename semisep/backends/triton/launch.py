@@ -8,7 +8,6 @@ import contextlib
 
 import torch
 
-from . import backward as BKW
 from . import kernels as K
 from .config import (_cdiv, _even, _factor, _fast, _launch_opts, _launches, _pre, _prec,
                      pick_config)
@@ -25,73 +24,54 @@ def _dummy(x):
     return x.new_empty(1)
 
 
-def _state_dtype(x, fp32_states):
-    """The dtype of the chunk states the backward keeps: fp32 for fp32 inputs or on request."""
-    return torch.float32 if (x.dtype == torch.float32 or fp32_states) else x.dtype
-
-
 def _fwd(x, dtla, A, B, C, D, z, dt_bias, h0, seq_idx, has_dt, dt_softplus, chunk_size,
-         fp32_states=False, for_grad=False, store_y=True):
-    """``(y, final state, saved)``. ``for_grad``: the kernel also stores the chunk states the
-    backward reads, and ``saved = (Q, SUB, dec, etot, states)`` hands them and the decay arrays
-    to :func:`_bwd` (else None); without ``store_y`` it computes only those (y is left empty).
-    """
+         for_grad=False):
+    """``(y, final state, decays)``: decays is what :func:`_pre_decays` made (or None), which
+    the backward can take instead of running the pre-pass again (``for_grad``: with the rows
+    only the backward reads)."""
     b, T, h, p = x.shape
     g, n = B.shape[2], B.shape[3]
     # B, C share x's dtype inside the dots
     B = B.to(x.dtype)
     C = C.to(x.dtype)
-    chunk = None if chunk_size < 0 else chunk_size
-    cfg = pick_config(p, n, chunk, x.dtype, "fwd")
-    Q = cfg["Q"]
+    cfg = pick_config(p, n, None if chunk_size < 0 else chunk_size, x.dtype, "fwd")
     y = torch.empty_like(x)
     hT = torch.empty(b, h, p, n, device=x.device, dtype=torch.float32)
     d = _dummy(x)
     grid = (_cdiv(p, cfg["BP"]), b * h)
-    nc = _cdiv(T, Q)
     if T == 0:
         hT.copy_(h0 if h0 is not None else torch.zeros_like(hT))
         return y, hT, None
     pre = _pre("fwd")
-    # the backward's chunks must be the forward's for it to take the stored states
-    sub = pick_config(p, n, chunk, x.dtype, "bwd")
-    store_st = for_grad and pre and sub["Q"] == Q and sub.get("PARALLEL", 1)
-    SUB = sub["SUB"] if store_st else 1
-    ncp = _cdiv(nc, SUB) * SUB
-    states = (torch.empty(b, h, ncp // SUB, p, n, device=x.device,
-                          dtype=_state_dtype(x, fp32_states)) if store_st else d)
     with _device_ctx(x):
-        dec, etot = _pre_decays(pre, x, dtla, A, dt_bias, seq_idx, has_dt, dt_softplus, Q,
-                                for_grad, ncp)
+        dec, etot = _pre_decays(pre, x, dtla, A, dt_bias, seq_idx, has_dt, dt_softplus,
+                                cfg["Q"], for_grad)
         fast = _fast(x.dtype, pre)
         for factored in _launches(fast):
             K.ssd_fwd_kernel[grid](
                 x, dtla, A if A is not None else d, dt_bias if dt_bias is not None else d, B, C,
                 D if D is not None else d, z if z is not None else d,
                 h0 if h0 is not None else d, seq_idx if seq_idx is not None else d, dec, etot,
-                y, hT, states,
-                T, h, g, p, n, ncp,
+                y, hT,
+                T, h, g, p, n,
                 HAS_DT=has_dt, DT_SOFTPLUS=dt_softplus, HAS_DTB=dt_bias is not None,
                 HAS_D=D is not None, D_PER_P=D is not None and D.dim() == 2,
                 HAS_Z=z is not None, HAS_H0=h0 is not None, HAS_SEQ=seq_idx is not None,
-                STORE_HT=True, Q=Q, BP=cfg["BP"], BN=cfg["BN"], PREC=_prec(x.dtype),
+                STORE_HT=True, Q=cfg["Q"], BP=cfg["BP"], BN=cfg["BN"], PREC=_prec(x.dtype),
                 CLAMP_C=CLAMP, PRE=pre, FACTOR=_factor("fwd"), FAST=fast,
                 FACTORED=factored, EVEN=_even(cfg, T, p, n), UNROLL=cfg.get("UNROLL", 1),
-                STATE_T=bool(cfg["STATE_T"]), STORE_Y=store_y, STORE_ST=bool(store_st),
-                SUB=SUB, **_launch_opts(cfg))
-    return y, hT, ((Q, SUB, dec, etot, states) if store_st else None)
+                STATE_T=bool(cfg["STATE_T"]), **_launch_opts(cfg))
+    return y, hT, ((cfg["Q"], dec, etot) if pre else None)
 
 
-def _pre_decays(pre, x, dtla, A, dt_bias, seq_idx, has_dt, dt_softplus, Q, for_grad=True,
-                ncp=None):
-    """The decay arrays of :func:`.decays.ssd_decays_kernel` for ``ncp`` chunks (default
-    ``cdiv(T, Q)``; more pad the rows with chunks of decay 1), or dummies when not ``pre``;
+def _pre_decays(pre, x, dtla, A, dt_bias, seq_idx, has_dt, dt_softplus, Q, for_grad=True):
+    """The decay arrays of :func:`.decays.ssd_decays_kernel` (or dummies when not ``pre``);
     ``for_grad``: with rows 6-7, which only the backward reads."""
     if not pre:
         d = _dummy(x)
         return d.float(), d.float()
     b, T, h = dtla.shape
-    nc = _cdiv(T, Q) if ncp is None else ncp
+    nc = _cdiv(T, Q)
     dec = torch.empty(8 if for_grad else 6, b * h, nc * Q, device=x.device,
                       dtype=torch.float32)
     etot = torch.empty(b * h, nc, device=x.device, dtype=torch.float32)
@@ -102,104 +82,6 @@ def _pre_decays(pre, x, dtla, A, dt_bias, seq_idx, has_dt, dt_softplus, Q, for_g
         HAS_DT=has_dt, DT_SOFTPLUS=dt_softplus, HAS_DTB=dt_bias is not None,
         HAS_SEQ=seq_idx is not None, Q=Q, CLAMP_C=CLAMP, GRAD_ROWS=for_grad)
     return dec, etot
-
-
-def _chunks_bwd(dy, dhT, x, dtla, A, B, C, D, z, dt_bias, h0, seq_idx, has_dt, dt_softplus,
-                chunk_size, need_dh0, fp32_states, saved=None):
-    """The backward of :mod:`.backward`: the chunk states (from the forward's ``saved``, or
-    recomputed), the adjoint sweep, then the chunk kernel. Same outputs as
-    :func:`_sweeps_bwd`."""
-    b, T, h, p = x.shape
-    g, n = B.shape[2], B.shape[3]
-    Bx = B.to(x.dtype)
-    Cx = C.to(x.dtype)
-    dy = dy.contiguous()
-    chunk = None if chunk_size < 0 else chunk_size
-    cfg = pick_config(p, n, chunk, x.dtype, "bwd")
-    Q, SUB, BP = cfg["Q"], cfg["SUB"], cfg["BP"]
-    if SUB not in (1, 2):
-        raise ValueError(f"SUB must be 1 or 2, got {SUB}")
-    npb = _cdiv(p, BP)
-    nc = _cdiv(T, Q)
-    ncp = _cdiv(nc, SUB) * SUB
-    f32 = dict(device=x.device, dtype=torch.float32)
-    hs = _head_splits(ncp * b * g, h // g)
-    dC_part = torch.empty(hs, b, T, g, n, **f32)
-    dB_part = torch.empty(hs, b, T, g, n, **f32)
-    ddt = torch.empty(npb, b, T, h, **f32)
-    dsum = torch.empty(npb, b, T, h, **f32) if has_dt else _dummy(ddt)
-    dz = torch.empty_like(z) if z is not None else None
-    dD_part = torch.empty(b, h, ncp, p, **f32) if D is not None else None
-    dx = torch.empty_like(x)
-    dh0 = torch.empty(b, h, p, n, **f32) if need_dh0 else None
-    d = _dummy(x)
-    o = lambda t: t if t is not None else d  # noqa: E731
-    pre = _pre("bwd")
-    if T > 0:
-        with _device_ctx(x):
-            if saved is not None and saved[:2] == (Q, SUB):
-                dec, etot, states = saved[2:]
-            else:
-                # under torch.compile (or another chunk size): the forward kernel again,
-                # storing the states only
-                dec, etot = _pre_decays(pre, x, dtla, A, dt_bias, seq_idx, has_dt,
-                                        dt_softplus, Q, True, ncp)
-                states = torch.empty(b, h, ncp // SUB, p, n, device=x.device,
-                                     dtype=_state_dtype(x, fp32_states))
-                fcfg = pick_config(p, n, Q, x.dtype, "fwd")
-                K.ssd_fwd_kernel[(_cdiv(p, fcfg["BP"]), b * h)](
-                    x, dtla, o(A), o(dt_bias), Bx, Cx, o(D), o(z), o(h0), o(seq_idx), dec,
-                    etot, d, d, states, T, h, g, p, n, ncp,
-                    HAS_DT=has_dt, DT_SOFTPLUS=dt_softplus, HAS_DTB=dt_bias is not None,
-                    HAS_D=False, D_PER_P=False, HAS_Z=False, HAS_H0=h0 is not None,
-                    HAS_SEQ=seq_idx is not None, STORE_HT=False, Q=Q, BP=fcfg["BP"],
-                    BN=fcfg["BN"], PREC=_prec(x.dtype), CLAMP_C=CLAMP, PRE=pre,
-                    FACTOR=_factor("fwd"), EVEN=_even(fcfg, T, p, n),
-                    STATE_T=bool(fcfg["STATE_T"]), STORE_Y=False, STORE_ST=True, SUB=SUB,
-                    **_launch_opts(fcfg))
-            dstates = torch.empty_like(states)
-            flags = dict(HAS_DT=has_dt, DT_SOFTPLUS=dt_softplus, HAS_DTB=dt_bias is not None,
-                         HAS_SEQ=seq_idx is not None, Q=Q, BP=BP, BN=cfg["BN"],
-                         PREC=_prec(x.dtype), CLAMP_C=CLAMP, PRE=pre, SUB=SUB)
-            even = _even(cfg, T, p, n) and nc == ncp
-            BKW.ssd_bwd_adjoint_kernel[(npb, b * h)](
-                dy, o(z), Cx, dtla, o(A), o(dt_bias), o(seq_idx), dec, etot, o(dhT), dstates,
-                o(dh0), T, h, g, p, n, ncp, HAS_Z=z is not None, HAS_DHT=dhT is not None,
-                STORE_DH0=need_dh0, EVEN=even, **flags, **_launch_opts(cfg))
-            del flags["SUB"]
-            fast = _fast(x.dtype, pre)
-            for factored in _launches(fast):
-                BKW.ssd_bwd_chunk_kernel[(ncp, b * g * hs)](
-                    x, dtla, o(A), o(dt_bias), Bx, Cx, o(D), o(z), o(seq_idx), dy, dec, etot,
-                    states, dstates, dx, o(dz), dB_part, dC_part, ddt, dsum, o(dD_part),
-                    T, h, g, p, n, ncp, b * h, hs, HAS_D=D is not None,
-                    D_PER_P=D is not None and D.dim() == 2, HAS_Z=z is not None,
-                    FACTOR=_factor("bwd"), EVEN=even, NPB=npb, FAST=fast, FACTORED=factored,
-                    **flags, **_launch_opts(dict(cfg, num_warps=cfg["chunk_warps"],
-                                                 num_stages=cfg["chunk_stages"])))
-            del states, dstates
-    else:
-        if need_dh0:
-            dh0.copy_(dhT if dhT is not None else torch.zeros_like(dh0))
-        ddt.zero_()
-        dsum.zero_()
-        if dD_part is not None:
-            dD_part.zero_()
-    ddt = ddt[0] if npb == 1 else ddt.sum(0)
-    sums = (dsum.sum((0, 1, 2)), ddt.sum((0, 1))) if has_dt else (None, None)
-    dB32, dC32 = (dB_part[0], dC_part[0]) if hs == 1 else (dB_part.sum(0), dC_part.sum(0))
-    dDp = None if dD_part is None else dD_part.sum(2)[None]
-    return dx, dz, ddt, sums, dB32, dC32, dDp, dh0
-
-
-def _head_splits(programs, hpg, target=528):
-    """Into how many parts the chunk kernel splits each group's ``hpg`` heads: the fewest
-    (a divisor of hpg) that give ``programs`` (chunks x b x groups) times it at least
-    ``target`` programs (4 per SM of the H200), so that short sequences fill the GPU."""
-    for hs in range(1, hpg + 1):
-        if hpg % hs == 0 and programs * hs >= target:
-            return hs
-    return hpg
 
 
 def _sweeps_bwd(dy, dhT, x, dtla, A, B, C, D, z, dt_bias, h0, seq_idx, has_dt, dt_softplus,
@@ -306,14 +188,11 @@ def _sweeps_bwd(dy, dhT, x, dtla, A, B, C, D, z, dt_bias, h0, seq_idx, has_dt, d
 
 
 def _bwd(dy, dhT, x, dtla, A, B, C, D, z, dt_bias, h0, seq_idx, has_dt, dt_softplus,
-         chunk_size, fp32_states, saved=None):
+         chunk_size, fp32_states, decays=None):
     """The gradients of every input, in the op's order (None for the absent ones)."""
-    b, T, h, p = x.shape
-    cfg = pick_config(p, B.shape[3], None if chunk_size < 0 else chunk_size, x.dtype, "bwd")
-    run = _chunks_bwd if cfg.get("PARALLEL", 1) else _sweeps_bwd
-    dx, dz, ddt, sums, dB32, dC32, dD_part, dh0 = run(
+    dx, dz, ddt, sums, dB32, dC32, dD_part, dh0 = _sweeps_bwd(
         dy, dhT, x, dtla, A, B, C, D, z, dt_bias, h0, seq_idx, has_dt, dt_softplus,
-        chunk_size, h0 is not None, fp32_states, saved if run is _chunks_bwd else None)
+        chunk_size, h0 is not None, fp32_states, decays)
     # the kernels applied the chain rule of the clamp, dt -> dt A and the softplus
     dA = ddtb = None
     if has_dt:

@@ -190,14 +190,14 @@ class _EagerSSD(torch.autograd.Function):
     def forward(ctx, *inputs):
         ctx.set_materialize_grads(False)
         _save(ctx, inputs)
-        y, hT, ctx.fwd_saved = _fwd(*inputs, for_grad=any(ctx.needs_input_grad))
+        y, hT, ctx.decays = _fwd(*inputs[:-1], for_grad=any(ctx.needs_input_grad))
         return y, hT
 
     @staticmethod
     def backward(ctx, dy, dhT):
-        # the forward's decay arrays and chunk states: nothing recomputed (the op recomputes)
-        saved, ctx.fwd_saved = ctx.fwd_saved, None
-        return _input_grads(ctx, dy, dhT, functools.partial(_bwd, saved=saved))
+        # the forward's decay arrays: no second pre-pass (the op recomputes them)
+        decays, ctx.decays = ctx.decays, None
+        return _input_grads(ctx, dy, dhT, functools.partial(_bwd, decays=decays))
 
 
 # ---------------------------------------------------------------------------
