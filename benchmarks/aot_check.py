@@ -56,7 +56,7 @@ F = "*fp32"
 kernels = {
     "fwd": (K.ssd_fwd_kernel,
             dict(x_ptr=P, dt_ptr=F, A_ptr=F, dtb_ptr=F, B_ptr=P, C_ptr=P, D_ptr=F, z_ptr=P,
-                 h0_ptr=F, seq_ptr="*i32", dec_ptr=F, etot_ptr=F, y_ptr=P, hT_ptr=F),
+                 h0_ptr=F, seq_ptr="*i32", dec_ptr=F, etot_ptr=F, gl_ptr=P, y_ptr=P, hT_ptr=F),
             dict(HAS_H0=False, STORE_HT=True)),
     "bwd1": (K.ssd_bwd_fwdsweep_kernel,
              dict(x_ptr=P, dt_ptr=F, A_ptr=F, dtb_ptr=F, B_ptr=P, C_ptr=P, D_ptr=F, z_ptr=P,

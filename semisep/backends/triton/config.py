@@ -105,6 +105,13 @@ def _fast(dtype, pre: bool) -> bool:
             and os.environ.get("SEMISEP_TRITON_FAST", "1") == "1")
 
 
+def _gram(h: int, g: int) -> bool:
+    """Whether the forward's factored loop loads each chunk's ``lower(C B^T)``, computed once
+    per group (:func:`.kernels.ssd_gram_kernel`), instead of a dot per head: where a group has
+    at least two heads; ``SEMISEP_TRITON_GRAM=0`` turns it off (experiments)."""
+    return h // g >= 2 and os.environ.get("SEMISEP_TRITON_GRAM", "1") == "1"
+
+
 def _launches(fast: bool):
     """The FACTORED values to launch a sweep with: both when programs choose (``fast``)."""
     return (True, False) if fast else (False,)

@@ -66,7 +66,7 @@ def _kahan_add(total, err, v):
 @triton.jit
 def ssd_fwd_kernel(
     x_ptr, dt_ptr, A_ptr, dtb_ptr, B_ptr, C_ptr, D_ptr, z_ptr, h0_ptr, seq_ptr,
-    dec_ptr, etot_ptr,
+    dec_ptr, etot_ptr, gl_ptr,
     y_ptr, hT_ptr,
     T, H, G, P, N,
     HAS_DT: tl.constexpr, DT_SOFTPLUS: tl.constexpr, HAS_DTB: tl.constexpr,
@@ -75,7 +75,7 @@ def ssd_fwd_kernel(
     Q: tl.constexpr, BP: tl.constexpr, BN: tl.constexpr, PREC: tl.constexpr,
     CLAMP_C: tl.constexpr, PRE: tl.constexpr = False, FACTOR: tl.constexpr = True,
     FAST: tl.constexpr = False, FACTORED: tl.constexpr = False, EVEN: tl.constexpr = False,
-    UNROLL: tl.constexpr = 1, STATE_T: tl.constexpr = True,
+    UNROLL: tl.constexpr = 1, STATE_T: tl.constexpr = True, GRAM: tl.constexpr = False,
 ):
     """The forward sweep. UNROLL: chunks per loop iteration (an experiment: more independent
     work in view of the scheduler, benchmarks/NOTES.md).
@@ -92,6 +92,10 @@ def ssd_fwd_kernel(
     (p, n) form's dots on transposed register tiles when p came in blocks of 32 (H200 run 19:
     wrong y, illegal addresses); the (p, n) form stays for n > 64 with p in blocks of 64,
     where it spills less (run 20: 1.20 against 1.52 ms at N = 128, T = 16K).
+
+    GRAM (with FACTORED): the heads of a group share ``lower(C B^T)`` of each chunk, which
+    :func:`ssd_gram_kernel` wrote once to ``gl`` (b, G, chunks, Q, Q); the loop loads it
+    (prefetched, straight into shared memory) instead of a dot, a mask and a conversion.
     """
     pid_p, pid_bh, b64, h, grp = _program(H, G)
     n_chunks = tl.cdiv(T, Q)
@@ -114,6 +118,9 @@ def ssd_fwd_kernel(
         S = tl.zeros((BP, BN), dtype=tl.float32)
     if HAS_D:
         Dv = _load_D(D_ptr, h, P, offs_p, D_PER_P)
+    if GRAM:
+        gl_base = gl_ptr + (b64 * G + grp) * n_chunks * (Q * Q)
+        gl_loc = offs_q[:, None] * Q + offs_q[None, :]
 
     for c in tl.range(0, n_chunks, loop_unroll_factor=UNROLL):
         t = c * Q + offs_q.to(tl.int64)
@@ -122,11 +129,14 @@ def ssd_fwd_kernel(
             seq_ptr, b64, h, H, T, t, HAS_DT, DT_SOFTPLUS, HAS_DTB, HAS_SEQ, CLAMP_C)
         mask_t, m_tp, m_tn, x, Bt, Ct = _chunk_inputs(x_base, B_base, C_base, t, T, H, G, P, N,
                                                       offs_p, offs_n, EVEN)
-        Gm = tl.dot(Ct, tl.trans(Bt), input_precision=PREC)
         acc = tl.dot(Ct, _state_nt(S, STATE_T).to(dtype), input_precision=PREC)
         if FACTORED:
             u = (x.to(tl.float32) * (dtv * inv)[:, None]).to(dtype)
-            W = tl.where(offs_q[:, None] >= offs_q[None, :], Gm, 0.0).to(dtype)
+            if GRAM:
+                W = tl.load(gl_base + c * (Q * Q) + gl_loc)
+            else:
+                Gm = tl.dot(Ct, tl.trans(Bt), input_precision=PREC)
+                W = tl.where(offs_q[:, None] >= offs_q[None, :], Gm, 0.0).to(dtype)
             acc = tl.dot(W, u, acc, input_precision=PREC) * e_in[:, None]
             S = _state_update(S, u, Bt, STATE_T, PREC) * e_tot
         else:
@@ -134,6 +144,7 @@ def ssd_fwd_kernel(
                 xs = (x.to(tl.float32) * dtv[:, None]).to(dtype)
             else:
                 xs = x
+            Gm = tl.dot(Ct, tl.trans(Bt), input_precision=PREC)
             W = (Gm * _L_tile(hi, lo, e_in, inv, e_tot, offs_q, False, FACTOR)).to(dtype)
             acc = tl.dot(W, xs, acc * e_in[:, None], input_precision=PREC)
             xd = (x.to(tl.float32) * (dtv * to_end)[:, None]).to(dtype)
@@ -147,6 +158,27 @@ def ssd_fwd_kernel(
 
     if STORE_HT:
         tl.store(hT_ptr + st_off, S.to(hT_ptr.dtype.element_ty), mask=st_mask)
+
+
+@triton.jit
+def ssd_gram_kernel(B_ptr, C_ptr, gl_ptr, T, G, N, Q: tl.constexpr, BN: tl.constexpr,
+                    PREC: tl.constexpr):
+    """``gl[b, g, c] = lower(C_c B_c^T)`` (i >= j, else 0) in B's dtype, for every chunk of
+    every (batch, group): grid ``(chunks, b * G)``; rows past T are zero."""
+    c = tl.program_id(0)
+    pid = tl.program_id(1)
+    b64 = (pid // G).to(tl.int64)
+    grp = pid % G
+    offs_q = tl.arange(0, Q)
+    offs_n = tl.arange(0, BN)
+    t = c * Q + offs_q.to(tl.int64)
+    m_tn = (t < T)[:, None] & (offs_n < N)[None, :]
+    Bt = tl.load(_tile(_start(B_ptr, b64, grp, T, G, N), t, G * N, offs_n), mask=m_tn, other=0.0)
+    Ct = tl.load(_tile(_start(C_ptr, b64, grp, T, G, N), t, G * N, offs_n), mask=m_tn, other=0.0)
+    Gm = tl.dot(Ct, tl.trans(Bt), input_precision=PREC)
+    W = tl.where(offs_q[:, None] >= offs_q[None, :], Gm, 0.0)
+    out = gl_ptr + (pid.to(tl.int64) * tl.num_programs(0) + c) * (Q * Q)
+    tl.store(out + offs_q[:, None] * Q + offs_q[None, :], W.to(gl_ptr.dtype.element_ty))
 
 
 @triton.jit

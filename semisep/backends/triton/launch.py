@@ -9,8 +9,8 @@ import contextlib
 import torch
 
 from . import kernels as K
-from .config import (_cdiv, _even, _factor, _fast, _launch_opts, _launches, _pre, _prec,
-                     pick_config)
+from .config import (_cdiv, _even, _factor, _fast, _gram, _launch_opts, _launches, _pre,
+                     _prec, pick_config)
 from .decays import CLAMP, ssd_decays_kernel
 
 
@@ -47,12 +47,14 @@ def _fwd(x, dtla, A, B, C, D, z, dt_bias, h0, seq_idx, has_dt, dt_softplus, chun
         dec, etot = _pre_decays(pre, x, dtla, A, dt_bias, seq_idx, has_dt, dt_softplus,
                                 cfg["Q"], for_grad)
         fast = _fast(x.dtype, pre)
+        gram = fast and _gram(h, g)
+        gl = _gram_tiles(B, C, cfg, T) if gram else d
         for factored in _launches(fast):
             K.ssd_fwd_kernel[grid](
                 x, dtla, A if A is not None else d, dt_bias if dt_bias is not None else d, B, C,
                 D if D is not None else d, z if z is not None else d,
                 h0 if h0 is not None else d, seq_idx if seq_idx is not None else d, dec, etot,
-                y, hT,
+                gl, y, hT,
                 T, h, g, p, n,
                 HAS_DT=has_dt, DT_SOFTPLUS=dt_softplus, HAS_DTB=dt_bias is not None,
                 HAS_D=D is not None, D_PER_P=D is not None and D.dim() == 2,
@@ -60,8 +62,20 @@ def _fwd(x, dtla, A, B, C, D, z, dt_bias, h0, seq_idx, has_dt, dt_softplus, chun
                 STORE_HT=True, Q=cfg["Q"], BP=cfg["BP"], BN=cfg["BN"], PREC=_prec(x.dtype),
                 CLAMP_C=CLAMP, PRE=pre, FACTOR=_factor("fwd"), FAST=fast,
                 FACTORED=factored, EVEN=_even(cfg, T, p, n), UNROLL=cfg.get("UNROLL", 1),
-                STATE_T=bool(cfg["STATE_T"]), **_launch_opts(cfg))
+                STATE_T=bool(cfg["STATE_T"]), GRAM=gram and factored, **_launch_opts(cfg))
     return y, hT, ((cfg["Q"], dec, etot) if pre else None)
+
+
+def _gram_tiles(B, C, cfg, T):
+    """``lower(C B^T)`` of every chunk, (b, G, chunks, Q, Q) in B's dtype
+    (:func:`.kernels.ssd_gram_kernel`)."""
+    b, _, g, n = B.shape
+    Q = cfg["Q"]
+    nc = _cdiv(T, Q)
+    gl = torch.empty(b, g, nc, Q, Q, device=B.device, dtype=B.dtype)
+    K.ssd_gram_kernel[(nc, b * g)](B, C, gl, T, g, n, Q=Q, BN=cfg["BN"], PREC=_prec(B.dtype),
+                                   **_launch_opts(dict(cfg, num_stages=1)))
+    return gl
 
 
 def _pre_decays(pre, x, dtla, A, dt_bias, seq_idx, has_dt, dt_softplus, Q, for_grad=True):
