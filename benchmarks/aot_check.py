@@ -65,7 +65,7 @@ kernels = {
              dict(HAS_H0=False)),
     "bwd2": (K.ssd_bwd_revsweep_kernel,
              dict(x_ptr=P, dt_ptr=F, A_ptr=F, dtb_ptr=F, B_ptr=P, C_ptr=P, D_ptr=F, z_ptr=P,
-                  h0_ptr=F, seq_ptr="*i32", dy_ptr=P, dhT_ptr=F, dec_ptr=F, etot_ptr=F, gl_ptr=P, st_ptr=P, w_ptr=F,
+                  h0_ptr=F, seq_ptr="*i32", dy_ptr=P, dhT_ptr=F, dec_ptr=F, etot_ptr=F, st_ptr=P, w_ptr=F,
                   dx_ptr=P, dB_ptr=F, ddt_ptr=F, dsum_ptr=F, dh0_ptr=F),
              dict(HAS_DHT=False, STORE_DH0=False)),
 }

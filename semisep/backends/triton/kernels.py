@@ -302,7 +302,7 @@ def ssd_bwd_fwdsweep_kernel(
 @triton.jit
 def ssd_bwd_revsweep_kernel(
     x_ptr, dt_ptr, A_ptr, dtb_ptr, B_ptr, C_ptr, D_ptr, z_ptr, h0_ptr, seq_ptr, dy_ptr, dhT_ptr,
-    dec_ptr, etot_ptr, gl_ptr,
+    dec_ptr, etot_ptr,
     st_ptr, w_ptr,
     dx_ptr, dB_ptr, ddt_ptr, dsum_ptr, dh0_ptr,
     T, H, G, P, N, NPB,
@@ -313,7 +313,7 @@ def ssd_bwd_revsweep_kernel(
     CLAMP_C: tl.constexpr, PRE: tl.constexpr = False, FACTOR: tl.constexpr = True,
     ATOMIC: tl.constexpr = False, FAST: tl.constexpr = False, FACTORED: tl.constexpr = False,
     EVEN: tl.constexpr = False, HAS_H0: tl.constexpr = False, STATE_EVERY: tl.constexpr = 1,
-    DA_ROWS: tl.constexpr = False, GRAM: tl.constexpr = False,
+    DA_ROWS: tl.constexpr = False,
 ):
     """dx, dB, d h0 and the gradient of the raw dt (or log_a), each partial over p-blocks.
     FAST, FACTORED: as in :func:`ssd_fwd_kernel`.
@@ -330,8 +330,6 @@ def ssd_bwd_revsweep_kernel(
     the softplus and the clamp is linear in the two sums, so partials over p-blocks add up.
     STATE_EVERY=2: the forward sweep kept the state after odd chunks only; after an even chunk
     it is one step of the recurrence from the one before (or from h0), redone here.
-    GRAM (with FACTORED): ``lower(G)`` loaded from the forward's tiles (see
-    :func:`ssd_fwd_kernel`) instead of a dot and a mask per chunk.
     """
     pid_p, pid_bh, b64, h, grp = _program(H, G)
     NC = tl.cdiv(T, Q)
@@ -365,9 +363,6 @@ def ssd_bwd_revsweep_kernel(
         dS = tl.zeros((BP, BN), dtype=tl.float32)
     if HAS_D:
         Dv = _load_D(D_ptr, h, P, offs_p, D_PER_P)
-    if GRAM:
-        gl_base = gl_ptr + (b64 * G + grp) * NC * (Q * Q)
-        gl_loc = offs_q[:, None] * Q + offs_q[None, :]
 
     for i in range(0, NC):
         c = NC - 1 - i
@@ -389,10 +384,7 @@ def ssd_bwd_revsweep_kernel(
             xs = (xf * dtv[:, None]).to(dtype)
         else:
             xs = x
-        if GRAM and FACTORED:   # the forward's lower(G), transposed (i >= j, else 0)
-            G_low = tl.trans(tl.load(gl_base + c * (Q * Q) + gl_loc))
-        else:
-            Gt = tl.dot(Bt, tl.trans(Ct), input_precision=PREC)   # Gt[j, i] = C_i . B_j
+        Gt = tl.dot(Bt, tl.trans(Ct), input_precision=PREC)   # Gt[j, i] = C_i . B_j
         # dxs = acc * rs (rows scaled once, with dt, for dx)
         if FACTORED:
             # L_ij = e_in_i inv_j, to_end_j = e_tot inv_j: with v = dy e_in (also the dS
@@ -406,9 +398,7 @@ def ssd_bwd_revsweep_kernel(
             # x dt in fp32: matching the states exactly would take u's rounding (dA, d dt_bias
             # ~10 % closer on float16 with mild decays) for +9 % instructions in this loop
             r2off = tl.sum(xf * st, axis=1) * (dtv * rs)
-            if not GRAM:
-                G_low = tl.where(low, Gt, 0.0).to(dtype)
-            acc = tl.dot(G_low, v, st, input_precision=PREC)
+            acc = tl.dot(tl.where(low, Gt, 0.0).to(dtype), v, st, input_precision=PREC)
             dB = tl.dot(tl.where(low, Mvt, 0.0).to(dtype), Ct,
                         tl.dot(xs, dSe, input_precision=PREC),
                         input_precision=PREC) * inv[:, None]

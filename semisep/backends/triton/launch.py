@@ -63,7 +63,7 @@ def _fwd(x, dtla, A, B, C, D, z, dt_bias, h0, seq_idx, has_dt, dt_softplus, chun
                 CLAMP_C=CLAMP, PRE=pre, FACTOR=_factor("fwd"), FAST=fast,
                 FACTORED=factored, EVEN=_even(cfg, T, p, n), UNROLL=cfg.get("UNROLL", 1),
                 STATE_T=bool(cfg["STATE_T"]), GRAM=gram and factored, **_launch_opts(cfg))
-    return y, hT, ((cfg["Q"], dec, etot, gl if gram else None) if pre else None)
+    return y, hT, ((cfg["Q"], dec, etot) if pre else None)
 
 
 def _gram_tiles(B, C, cfg, T):
@@ -154,17 +154,11 @@ def _sweeps_bwd(dy, dhT, x, dtla, A, B, C, D, z, dt_bias, h0, seq_idx, has_dt, d
     fast = _fast(x.dtype, pre)
     if T > 0:
         with _device_ctx(x):
-            saved = pre and decays is not None and decays[0] == cfg["Q"]
-            if saved and len(decays[1]) == 8:
-                dec, etot = decays[1:3]
+            if pre and decays is not None and decays[0] == cfg["Q"] and len(decays[1]) == 8:
+                dec, etot = decays[1:]
             else:
                 dec, etot = _pre_decays(pre, x, dtla, A, dt_bias, seq_idx, has_dt, dt_softplus,
                                         cfg["Q"])
-            gram = fast and _gram(h, g)
-            if gram:
-                gl = decays[3] if saved and decays[3] is not None else _gram_tiles(Bx, Cx, cfg, T)
-            else:
-                gl = d
             flags.update(PRE=pre, FACTOR=_factor("bwd"), ATOMIC=atomic, FAST=fast)
             for factored in _launches(fast):
                 K.ssd_bwd_fwdsweep_kernel[grid](
@@ -176,9 +170,9 @@ def _sweeps_bwd(dy, dhT, x, dtla, A, B, C, D, z, dt_bias, h0, seq_idx, has_dt, d
             for factored in _launches(fast):
                 K.ssd_bwd_revsweep_kernel[grid](
                     x, dtla, o(A), o(dt_bias), Bx, Cx, o(D), o(z), o(h0), o(seq_idx), dy, o(dhT),
-                    dec, etot, gl, states, w, dx, dB_part, ddt, dsum, o(dh0),
+                    dec, etot, states, w, dx, dB_part, ddt, dsum, o(dh0),
                     T, h, g, p, n, npb, HAS_DHT=dhT is not None, STORE_DH0=need_dh0,
-                    DA_ROWS=da_rows, GRAM=gram and factored,
+                    DA_ROWS=da_rows,
                     FACTORED=factored, **flags,
                     **_launch_opts(cfg))
     else:
