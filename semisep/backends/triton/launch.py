@@ -47,7 +47,7 @@ def _fwd(x, dtla, A, B, C, D, z, dt_bias, h0, seq_idx, has_dt, dt_softplus, chun
         dec, etot = _pre_decays(pre, x, dtla, A, dt_bias, seq_idx, has_dt, dt_softplus,
                                 cfg["Q"], for_grad)
         fast = _fast(x.dtype, pre)
-        gram = fast and _gram(h, g)
+        gram = fast and _gram(h, g, n)
         gl = _gram_tiles(B, C, cfg, T) if gram else d
         for factored in _launches(fast):
             K.ssd_fwd_kernel[grid](
