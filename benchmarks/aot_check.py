@@ -42,13 +42,12 @@ common_flags = dict(FACTORED=bool(opts.get("factored", 1)), HAS_DT=True, DT_SOFT
                     HAS_Z=False, HAS_SEQ=False, Q=opts["Q"], BP=opts["BP"], BN=opts["BN"],
                     PREC="tf32", CLAMP_C=decays.CLAMP, PRE=bool(opts.get("pre", 0)),
                     FACTOR=bool(opts.get("factor", 1)), FAST=True, ATOMIC=bool(opts.get("atomic", 0)),
-                    EVEN=bool(opts.get("even", 1)), UNROLL=1, STATE_EVERY=1, STATE_T=True,
-                    DA_ROWS=False)
+                    EVEN=bool(opts.get("even", 1)), UNROLL=1, STATE_T=True)
 FEATURES = dict(HAS_DTB=True, DT_SOFTPLUS=True, D_PER_P=True, HAS_Z=True, HAS_SEQ=True,
                 HAS_H0=True, HAS_DHT=True, STORE_DH0=True)
 if opts.get("full"):
     common_flags.update(FEATURES)
-INT_FLAGS = ("Q", "BP", "BN", "UNROLL", "STATE_EVERY")
+INT_FLAGS = ("Q", "BP", "BN", "UNROLL")
 common_flags.update({k: (v if k in INT_FLAGS else bool(v)) for k, v in opts.items()
                      if k.isupper() and k not in ("Q", "BP", "BN")})
 P = f"*{dt}"
@@ -65,13 +64,14 @@ kernels = {
              dict(HAS_H0=False)),
     "bwd2": (K.ssd_bwd_revsweep_kernel,
              dict(x_ptr=P, dt_ptr=F, A_ptr=F, dtb_ptr=F, B_ptr=P, C_ptr=P, D_ptr=F, z_ptr=P,
-                  h0_ptr=F, seq_ptr="*i32", dy_ptr=P, dhT_ptr=F, dec_ptr=F, etot_ptr=F, st_ptr=P, w_ptr=F,
+                  seq_ptr="*i32", dy_ptr=P, dhT_ptr=F, dec_ptr=F, etot_ptr=F, st_ptr=P, w_ptr=F,
                   dx_ptr=P, dB_ptr=F, ddt_ptr=F, dsum_ptr=F, dh0_ptr=F),
              dict(HAS_DHT=False, STORE_DH0=False)),
 }
 if opts.get("full"):
     kernels["decays"] = (decays.ssd_decays_kernel,
                          dict(dt_ptr=F, A_ptr=F, dtb_ptr=F, seq_ptr="*i32", dec_ptr=F, etot_ptr=F), {})
+    kernels["gram"] = (K.ssd_gram_kernel, dict(B_ptr=P, C_ptr=P, gl_ptr=P), {})
     kernels["decode"] = (K.ssd_decode_kernel,
                          dict(state_ptr=F, x_ptr=P, dt_ptr=F, A_ptr=F, dtb_ptr=F, B_ptr=P, C_ptr=P,
                               D_ptr=F, z_ptr=P, y_ptr=P), {})

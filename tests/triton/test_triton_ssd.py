@@ -95,19 +95,16 @@ def _assert_even(T, p, n, Q, even):
     assert config._even(config.pick_config(p, n, Q, torch.float32), T, p, n) == even
 
 
-@pytest.mark.parametrize("T,p,bp,even,every,da_rows", [
-    (37, 8, 16, False, 1, 0), (48, 16, 16, True, 1, 0), (48, 32, 16, True, 1, 1),
-    (37, 8, 16, False, 2, 1), (64, 16, 16, True, 2, 0)])
+@pytest.mark.parametrize("T,p,bp,even", [
+    (37, 8, 16, False), (48, 16, 16, True), (48, 32, 16, True), (64, 16, 16, True)])
 @pytest.mark.parametrize("pre,deterministic", [("1", False), ("0", True)])
-def test_backward_all_inputs(monkeypatch, pre, deterministic, T, p, bp, even, every, da_rows):
+def test_backward_all_inputs(monkeypatch, pre, deterministic, T, p, bp, even):
     # deterministic: dB, dC from per-head partials instead of atomic adds; p = 32 in blocks
-    # of 16: two programs per head, whose partial gradients (dB, dC, dt, dA, ...) add up;
-    # every = 2: half the chunk states kept (3 chunks at T = 37, 4 at T = 64), the rest redone;
-    # da_rows: dA's terms per position (no reductions in the reverse sweep's loop)
+    # of 16: two programs per head, whose partial gradients (dB, dC, dt, dA, ...) add up
     monkeypatch.setattr(torch, "are_deterministic_algorithms_enabled", lambda: deterministic)
     monkeypatch.setenv("SEMISEP_TRITON_PRE_DECAYS", pre)
     monkeypatch.setenv("SEMISEP_TRITON_FWD", f"BP={bp}")
-    monkeypatch.setenv("SEMISEP_TRITON_BWD", f"BP={bp},STATE_EVERY={every},DA_ROWS={da_rows}")
+    monkeypatch.setenv("SEMISEP_TRITON_BWD", f"BP={bp}")
     _assert_even(T, p, 16, 16, even)
     d = make(T=T, p=p)
     seq = torch.tensor([[0] * 20 + [1] * (T - 20), [0] * T], dtype=torch.int32)
@@ -260,17 +257,15 @@ def test_strong_decays_and_resets_in_a_partial_last_chunk(monkeypatch, pre):
         assert rel(a, torch.nan_to_num(w, nan=0.0)) < 1e-4, nm
 
 
-@pytest.mark.parametrize("T,every,state_t", [(53, 1, 1), (64, 1, 1), (53, 2, 1), (53, 1, 0),
-                                             (64, 1, 0)])
+@pytest.mark.parametrize("T,state_t", [(53, 1), (64, 1), (53, 0), (64, 0)])
 @pytest.mark.parametrize("fast", ["1", "0"])
-def test_factored_and_exact_programs_in_one_call(monkeypatch, fast, T, every, state_t):
+def test_factored_and_exact_programs_in_one_call(monkeypatch, fast, T, state_t):
     # per (batch, head): chunk decays just above and just below FACTOR_MIN = 2^-64 (the
     # factored loop runs only where every chunk is above), a reset, and weak decays;
-    # T = 64: whole chunks, the unmasked loops; every = 2: half the chunk states kept;
-    # state_t = 0: the forward carries its state as (p, n) (the default for n > 64)
+    # T = 64: whole chunks, the unmasked loops; state_t = 0: the forward carries its state
+    # as (p, n) (the default for n > 64)
     monkeypatch.setenv("SEMISEP_TRITON_FAST", fast)
     monkeypatch.setenv("SEMISEP_TRITON_FWD", f"STATE_T={state_t}")
-    monkeypatch.setenv("SEMISEP_TRITON_BWD", f"STATE_EVERY={every}")
     gen = torch.Generator().manual_seed(11)
     b, h, p, g, n, Q = 2, 4, 16, 2, 16, 16
     _assert_even(T, p, n, Q, T % Q == 0)

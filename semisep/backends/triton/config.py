@@ -33,10 +33,8 @@ def pick_config(p: int, n: int, chunk_size: Optional[int], dtype, kind: str = "f
     Defaults from the H200 runs in benchmarks/NOTES.md: 4 warps; chunks of 64 for n <= 64
     and of 32 above (register pressure). ``SEMISEP_TRITON_FWD`` / ``_BWD`` override any
     field for experiments, e.g. ``"BP=32,num_warps=4"``, and add ``maxnreg`` (registers per
-    thread), for the forward ``UNROLL`` (chunks per loop iteration), for the backward
-    ``STATE_EVERY`` (1 or 2: keep every chunk state, or every second one) and ``DA_ROWS``
-    (1: dA's terms per position, summed by torch, see :func:`kernels.ssd_bwd_revsweep_kernel`);
-    for the forward ``STATE_T`` (1: the state carried as (n, p), see
+    thread), for the forward ``UNROLL`` (chunks per loop iteration) and ``STATE_T`` (1: the
+    state carried as (n, p), see
     :func:`kernels.ssd_fwd_kernel`; the default for n <= 64 and for p in blocks under 64).
     """
     BN = max(16, _pow2(n))

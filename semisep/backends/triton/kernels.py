@@ -28,20 +28,23 @@ Backward: a decay pre-pass (on by default); two sweeps, each recomputing what it
 
 * forward sweep (carries S): ``dC = (M o L) B + exp(l) (dy S_in)`` with ``M = dy xs^T``,
   ``dz`` (recomputing y), ``dD``, ``w_t = r1off_t + rowP_t - colP_t`` (below) and the state
-  after each chunk (bf16 for bf16 inputs, fp32 for fp32);
+  entering each chunk (bf16 for bf16 inputs, fp32 for fp32);
 * reverse sweep (carries the adjoint dS (p, n)):
   ``dxs = (G o L)^T dy + exp(l_end - l) (B dS^T)``,
   ``dB = (M o L)^T C + exp(l_end - l) (xs dS)``,
   ``dS <- exp(l_end) dS + (dy exp(l))^T C``; at the start dS is d(initial state).
 
 The log-decay gradient is chunk-local, never a running sum over the sequence:
-``dla_t = sum_{i >= t > j in the chunk} P_ij + sum_{i >= t} (r1off - r2off)_i + <dS_out, S_out>``
-with ``P = G o L o M`` (fp32, strictly lower), ``r1off_i = dy_i . exp(l_i) S_in C_i`` and
-``r2off_j = xs_j . exp(l_end - l_j) dS B_j``: the pairs inside the chunk that straddle t, those
-entering or leaving the chunk, and all that cross its end, the last from the two states at that
-boundary. The first sum is ``sum_{i >= t} (rowP - colP)_i`` (row and column sums of P), which
-the forward sweep folds into ``w`` (it has G and M; the reverse sweep, the one short of
-registers, then forms no P tile).
+``dla_t = sum_{i >= t > j in the chunk} P_ij + sum_{i >= t} r1off_i + sum_{j < t} r2off_j
++ exp(l_end) <dS_out, S_in>`` with ``P = G o L o M`` (fp32, strictly lower),
+``r1off_i = dy_i . exp(l_i) S_in C_i`` and ``r2off_j = xs_j . exp(l_end - l_j) dS B_j``: the
+pairs inside the chunk that straddle t, those entering and those leaving the chunk, and all
+that cross it, the last from the state entering it and the adjoint leaving it. Each term is a
+sum of the products it differentiates and none cancels another (the earlier form,
+``<dS_out, S_out>`` with a suffix sum of ``-r2off``, cancelled the leaving pairs against the
+rounded stored state). The first sum is ``sum_{i >= t} (rowP - colP)_i`` (row and column sums
+of P), which the forward sweep folds into ``w`` (it has G and M; the reverse sweep, the one
+short of registers, then forms no P tile).
 """
 
 from __future__ import annotations
@@ -193,13 +196,11 @@ def ssd_bwd_fwdsweep_kernel(
     Q: tl.constexpr, BP: tl.constexpr, BN: tl.constexpr, PREC: tl.constexpr,
     CLAMP_C: tl.constexpr, PRE: tl.constexpr = False, FACTOR: tl.constexpr = True,
     ATOMIC: tl.constexpr = False, FAST: tl.constexpr = False, FACTORED: tl.constexpr = False,
-    EVEN: tl.constexpr = False, STATE_EVERY: tl.constexpr = 1,
+    EVEN: tl.constexpr = False,
 ):
     """Forward sweep of the backward: dC (partial or added in place), dz, dD partial,
-    ``w = r1off + rowP - colP`` (module docstring), and the state after each chunk (for
-    <dS_out, S_out>), or with ``STATE_EVERY=2`` after each odd chunk only (half the memory;
-    the reverse sweep redoes the other step).
-    FAST, FACTORED: as in :func:`ssd_fwd_kernel`."""
+    ``w = r1off + rowP - colP`` (module docstring), and the state entering each chunk (for
+    ``<dS_out, S_in>`` in the reverse sweep). FAST, FACTORED: as in :func:`ssd_fwd_kernel`."""
     pid_p, pid_bh, b64, h, grp = _program(H, G)
     NC = tl.cdiv(T, Q)
     if _skip(etot_ptr, pid_bh, NC, FAST, FACTORED):
@@ -216,7 +217,7 @@ def ssd_bwd_fwdsweep_kernel(
     dC_base, dC_rs = _grad_rows(dC_ptr, pid_p, b64, h, grp, T, H, G, N, ATOMIC)
     w_base = w_ptr + _slot(pid_p, pid_bh) * T
     st_off, st_mask = _state_tile(b64, h, H, P, N, offs_p, offs_n)
-    st_row0, st_loc = _state_rows(st_ptr, b64, h, H, NC, P, N, offs_p, offs_n, STATE_EVERY)
+    st_row0, st_loc = _state_rows(st_ptr, b64, h, H, NC, P, N, offs_p, offs_n)
 
     if HAS_H0:
         S = tl.load(h0_ptr + st_off, mask=st_mask, other=0.0).to(tl.float32)
@@ -266,6 +267,7 @@ def ssd_bwd_fwdsweep_kernel(
             dD_acc += tl.sum(dyp * x.to(tl.float32), axis=0)
         dyc = dyp.to(dtype)
         dCs = tl.dot(dyc, S.to(dtype), input_precision=PREC)          # dy_i S, before e_in
+        _st(st_row0 + c * (P * N) + st_loc, S.to(st_ptr.dtype.element_ty), st_mask, EVEN)
         # P = G o L o M (fp32, strictly lower: the diagonal crosses nothing)
         strict = offs_q[:, None] > offs_q[None, :]
         if FACTORED:
@@ -288,12 +290,6 @@ def ssd_bwd_fwdsweep_kernel(
         else:
             xd = (xs.to(tl.float32) * to_end[:, None]).to(dtype)
             S = tl.dot(tl.trans(xd), Bt, S * e_tot, input_precision=PREC)
-        if STATE_EVERY == 1:
-            _st(st_row0 + c * (P * N) + st_loc, S.to(st_ptr.dtype.element_ty), st_mask, EVEN)
-        else:   # the state after each odd chunk, in slot c // 2
-            odd_rows = (offs_p * 0 + c % 2) == 1      # a tensor (c may be a Python int)
-            tl.store(st_row0 + (c // 2) * (P * N) + st_loc, S.to(st_ptr.dtype.element_ty),
-                     mask=st_mask & odd_rows[:, None])
 
     if HAS_D:
         tl.store(dD_ptr + (b64 * H + h) * P + offs_p, dD_acc, mask=mask_p)
@@ -301,7 +297,7 @@ def ssd_bwd_fwdsweep_kernel(
 
 @triton.jit
 def ssd_bwd_revsweep_kernel(
-    x_ptr, dt_ptr, A_ptr, dtb_ptr, B_ptr, C_ptr, D_ptr, z_ptr, h0_ptr, seq_ptr, dy_ptr, dhT_ptr,
+    x_ptr, dt_ptr, A_ptr, dtb_ptr, B_ptr, C_ptr, D_ptr, z_ptr, seq_ptr, dy_ptr, dhT_ptr,
     dec_ptr, etot_ptr,
     st_ptr, w_ptr,
     dx_ptr, dB_ptr, ddt_ptr, dsum_ptr, dh0_ptr,
@@ -312,24 +308,22 @@ def ssd_bwd_revsweep_kernel(
     Q: tl.constexpr, BP: tl.constexpr, BN: tl.constexpr, PREC: tl.constexpr,
     CLAMP_C: tl.constexpr, PRE: tl.constexpr = False, FACTOR: tl.constexpr = True,
     ATOMIC: tl.constexpr = False, FAST: tl.constexpr = False, FACTORED: tl.constexpr = False,
-    EVEN: tl.constexpr = False, HAS_H0: tl.constexpr = False, STATE_EVERY: tl.constexpr = 1,
-    DA_ROWS: tl.constexpr = False,
+    EVEN: tl.constexpr = False,
 ):
     """dx, dB, d h0 and the gradient of the raw dt (or log_a), each partial over p-blocks.
     FAST, FACTORED: as in :func:`ssd_fwd_kernel`.
 
-    ``dla_t = sum_{i >= t in the chunk} (w - r2off)_i + <dS_out, S_out>``: the pairs
-    (s < t <= t') inside the chunk plus all that cross the chunk's end, the latter from the
-    two states at that boundary (no long running sums, no drift). Written to ``ddt``
+    ``dla_t = sum_{i >= t} w_i + sum_{j < t} r2off_j + exp(l_end) <dS_out, S_in>``: the
+    pairs (s < t <= t') inside the chunk and entering it (``w``, from the forward sweep),
+    leaving it, and crossing it (from the stored state entering the chunk and the adjoint
+    leaving it): no long running sums, no drift, no cancellation. Written to ``ddt``
     (p-blocks, b, T, H): ``keep dla`` (log_a given), or, with dt,
     ``sig (x . dxs + A keep dla)``; ``dsum`` (2, p-blocks, b H) gets this program's sums of
     ``keep dla dt`` (for dA) and of its ddt (for d dt_bias), compensated running sums over
-    the chunks (a store per chunk instead cost the loop 15 %, H200 run 21). DA_ROWS (an
-    experiment: no reduction in the loop): ``dsum`` is laid out as ``ddt`` and gets
-    ``keep dla dt`` per position, and torch sums it and ddt. The chain rule of ``dt -> dt A``,
-    the softplus and the clamp is linear in the two sums, so partials over p-blocks add up.
-    STATE_EVERY=2: the forward sweep kept the state after odd chunks only; after an even chunk
-    it is one step of the recurrence from the one before (or from h0), redone here.
+    the chunks (a store per chunk instead cost the loop 15 %, H200 run 21; dA's terms per
+    position summed by torch cost 1.3 % at T = 16K, this session's run 3). The chain rule of
+    ``dt -> dt A``, the softplus and the clamp is linear in the two sums, so partials over
+    p-blocks add up.
     """
     pid_p, pid_bh, b64, h, grp = _program(H, G)
     NC = tl.cdiv(T, Q)
@@ -355,7 +349,7 @@ def ssd_bwd_revsweep_kernel(
         ddtb_acc = tl.full((), 0.0, tl.float32)
         ddtb_err = tl.full((), 0.0, tl.float32)
     st_off, st_mask = _state_tile(b64, h, H, P, N, offs_p, offs_n)
-    st_row0, st_loc = _state_rows(st_ptr, b64, h, H, NC, P, N, offs_p, offs_n, STATE_EVERY)
+    st_row0, st_loc = _state_rows(st_ptr, b64, h, H, NC, P, N, offs_p, offs_n)
 
     if HAS_DHT:
         dS = tl.load(dhT_ptr + st_off, mask=st_mask, other=0.0).to(tl.float32)
@@ -395,8 +389,6 @@ def ssd_bwd_revsweep_kernel(
             dSe = (dS * e_tot).to(dtype)
             st = tl.dot(Bt, tl.trans(dSe), input_precision=PREC)
             rs = inv
-            # x dt in fp32: matching the states exactly would take u's rounding (dA, d dt_bias
-            # ~10 % closer on float16 with mild decays) for +9 % instructions in this loop
             r2off = tl.sum(xf * st, axis=1) * (dtv * rs)
             acc = tl.dot(tl.where(low, Gt, 0.0).to(dtype), v, st, input_precision=PREC)
             dB = tl.dot(tl.where(low, Mvt, 0.0).to(dtype), Ct,
@@ -409,52 +401,25 @@ def ssd_bwd_revsweep_kernel(
             dSc = dS.to(dtype)
             dxs_st = tl.dot(Bt, tl.trans(dSc), input_precision=PREC) * to_end[:, None]
             rs = tl.full((Q,), 1.0, tl.float32)
-            # the rounded xs, the one the stored states were built from: the leaving pairs
-            # then cancel those in <dS_out, S_out> more closely (float16 on the CPU: d dt 7 %,
-            # dA and d dt_bias ~15 % closer to float64 than with x dt in fp32)
             r2off = tl.sum(xs.to(tl.float32) * dxs_st, axis=1)
             acc = tl.dot(GL.to(dtype), dyc, dxs_st, input_precision=PREC)
             dB = tl.dot((Mt * Lt).to(dtype), Ct,
                         tl.dot(xs, dSc, input_precision=PREC) * to_end[:, None],
                         input_precision=PREC)
         w = _ld(w_base + t, mask_t, EVEN)
-        if STATE_EVERY == 1:
-            S_out = _ld(st_row0 + c * (P * N) + st_loc, st_mask, EVEN).to(tl.float32)
-        else:
-            # the kept state at or before the end of chunk c (slot -1: the initial state)
-            odd = (c % 2) == 1
-            k = (c + 1) // 2 - 1
-            kept = (offs_p * 0 + k) >= 0                 # a tensor (c may be a Python int)
-            S_out = tl.load(st_row0 + k * (P * N) + st_loc, mask=st_mask & kept[:, None],
-                            other=0.0).to(tl.float32)
-            if HAS_H0:
-                S_out += tl.load(h0_ptr + st_off, mask=st_mask & (kept == 0)[:, None],
-                                 other=0.0).to(tl.float32)
-            # after an even chunk: the forward sweep's own step (its operands, zero when odd)
-            step = tl.where(odd, 0.0, 1.0)
-            if FACTORED:
-                u = (xf * (dtv * inv * step)[:, None]).to(dtype)
-                S_out = tl.dot(tl.trans(u), Bt, S_out, input_precision=PREC) * tl.where(
-                    odd, 1.0, e_tot)
-            else:
-                xd = (xs.to(tl.float32) * (to_end * step)[:, None]).to(dtype)
-                S_out = tl.dot(tl.trans(xd), Bt, S_out * tl.where(odd, 1.0, e_tot),
-                               input_precision=PREC)
-        cross = tl.sum(tl.sum(dS * S_out, axis=1), axis=0)
+        S_in = _ld(st_row0 + c * (P * N) + st_loc, st_mask, EVEN).to(tl.float32)
+        cross = tl.sum(tl.sum(dS * S_in, axis=1), axis=0) * e_tot
         # the pairs straddling t: inside the chunk and entering it (w, from the forward
-        # sweep), leaving it (r2off), and crossing its end (<dS_out, S_out>)
-        suf = tl.cumsum(w - r2off, axis=0, reverse=True)
+        # sweep), leaving it (r2off), and crossing it (exp(l_end) <dS_out, S_in>)
+        suf = tl.cumsum(w, axis=0, reverse=True) + (tl.cumsum(r2off, axis=0) - r2off)
         keep, sig = _dt_grad_factors(PRE, dec_ptr, tl.num_programs(1), NC, dt_ptr, A_ptr,
                                      dtb_ptr, seq_ptr, b64, h, H, T, t, HAS_DT, DT_SOFTPLUS,
                                      HAS_DTB, HAS_SEQ, CLAMP_C)
         dla = (suf + cross) * keep
         if HAS_DT:
             ddt = (tl.sum(acc * xf, axis=1) * rs + A_h * dla) * sig
-            if DA_ROWS:
-                _st(dsum_ptr + pb_b * T * H + h + t * H, dla * dtv, mask_t, EVEN)
-            else:
-                dA_acc, dA_err = _kahan_add(dA_acc, dA_err, tl.sum(dla * dtv, axis=0))
-                ddtb_acc, ddtb_err = _kahan_add(ddtb_acc, ddtb_err, tl.sum(ddt, axis=0))
+            dA_acc, dA_err = _kahan_add(dA_acc, dA_err, tl.sum(dla * dtv, axis=0))
+            ddtb_acc, ddtb_err = _kahan_add(ddtb_acc, ddtb_err, tl.sum(ddt, axis=0))
         else:
             ddt = dla
         _st(ddt_base + t * H, ddt, mask_t, EVEN)
@@ -471,7 +436,7 @@ def ssd_bwd_revsweep_kernel(
 
     if STORE_DH0:
         tl.store(dh0_ptr + st_off, dS.to(dh0_ptr.dtype.element_ty), mask=st_mask)
-    if HAS_DT and not DA_ROWS:
+    if HAS_DT:
         tl.store(dsum_ptr + _slot(pid_p, pid_bh), dA_acc)
         tl.store(dsum_ptr + NPB * tl.num_programs(1) + _slot(pid_p, pid_bh), ddtb_acc)
 

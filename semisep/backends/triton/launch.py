@@ -125,19 +125,10 @@ def _sweeps_bwd(dy, dhT, x, dtla, A, B, C, D, z, dt_bias, h0, seq_idx, has_dt, d
     # the raw dt's (or log_a's) gradient, and per program the sums for dA and d dt_bias
     # (DA_ROWS: dA's terms per position, laid out as ddt)
     ddt = torch.empty(npb, b, T, h, **f32)
-    da_rows = bool(cfg.get("DA_ROWS", 0))
-    if not has_dt:
-        dsum = _dummy(ddt)
-    elif da_rows:
-        dsum = torch.empty(npb, b, T, h, **f32)
-    else:
-        dsum = torch.empty(2, npb, b, h, **f32)
+    dsum = torch.empty(2, npb, b, h, **f32) if has_dt else _dummy(ddt)
     st_dtype = torch.float32 if (x.dtype == torch.float32 or fp32_states) else x.dtype
-    # the chunk states the reverse sweep reads (every STATE_EVERY-th: a knob for memory)
-    every = cfg.get("STATE_EVERY", 1)
-    if every not in (1, 2):
-        raise ValueError(f"STATE_EVERY must be 1 or 2, got {every}")
-    states = torch.empty(b, h, _cdiv(nc, every), p, n, device=x.device, dtype=st_dtype)
+    # the state entering each chunk, for the reverse sweep
+    states = torch.empty(b, h, nc, p, n, device=x.device, dtype=st_dtype)
     dz = torch.empty_like(z) if z is not None else None
     dD_part = torch.empty(b, h, p, **f32) if D is not None else None
     dx = torch.empty_like(x)
@@ -149,7 +140,7 @@ def _sweeps_bwd(dy, dhT, x, dtla, A, B, C, D, z, dt_bias, h0, seq_idx, has_dt, d
                  HAS_D=D is not None, D_PER_P=D is not None and D.dim() == 2,
                  HAS_Z=z is not None, HAS_SEQ=seq_idx is not None,
                  Q=cfg["Q"], BP=BP, BN=cfg["BN"], PREC=_prec(x.dtype), CLAMP_C=CLAMP,
-                 EVEN=_even(cfg, T, p, n), HAS_H0=h0 is not None, STATE_EVERY=every)
+                 EVEN=_even(cfg, T, p, n))
     pre = _pre("bwd")
     fast = _fast(x.dtype, pre)
     if T > 0:
@@ -165,14 +156,13 @@ def _sweeps_bwd(dy, dhT, x, dtla, A, B, C, D, z, dt_bias, h0, seq_idx, has_dt, d
                     x, dtla, o(A), o(dt_bias), Bx, Cx, o(D), o(z), o(h0), o(seq_idx), dy,
                     dec, etot,
                     dC_part, w, o(dz), o(dD_part), states,
-                    T, h, g, p, n, FACTORED=factored, **flags,
+                    T, h, g, p, n, HAS_H0=h0 is not None, FACTORED=factored, **flags,
                     **_launch_opts(cfg))
             for factored in _launches(fast):
                 K.ssd_bwd_revsweep_kernel[grid](
-                    x, dtla, o(A), o(dt_bias), Bx, Cx, o(D), o(z), o(h0), o(seq_idx), dy, o(dhT),
+                    x, dtla, o(A), o(dt_bias), Bx, Cx, o(D), o(z), o(seq_idx), dy, o(dhT),
                     dec, etot, states, w, dx, dB_part, ddt, dsum, o(dh0),
                     T, h, g, p, n, npb, HAS_DHT=dhT is not None, STORE_DH0=need_dh0,
-                    DA_ROWS=da_rows,
                     FACTORED=factored, **flags,
                     **_launch_opts(cfg))
     else:
@@ -186,12 +176,7 @@ def _sweeps_bwd(dy, dhT, x, dtla, A, B, C, D, z, dt_bias, h0, seq_idx, has_dt, d
     # one p-block (p <= 64): the partials are the sums
     ddt = ddt[0] if npb == 1 else ddt.sum(0)
     # over (p-blocks,) batch (and time): the gradients of A and dt_bias, per head
-    if not has_dt:
-        sums = (None, None)
-    elif da_rows:
-        sums = (dsum.sum((0, 1, 2)), ddt.sum((0, 1)))
-    else:
-        sums = (dsum[0].sum((0, 1)), dsum[1].sum((0, 1)))
+    sums = (dsum[0].sum((0, 1)), dsum[1].sum((0, 1))) if has_dt else (None, None)
     if atomic:
         dB32, dC32 = dB_part.view(b, T, g, n), dC_part.view(b, T, g, n)
     else:

@@ -39,10 +39,10 @@ def _slot(pid_p, pid_bh):
 
 
 @triton.jit
-def _state_rows(st_ptr, b64, h, H, NC, P, N, offs_p, offs_n, STATE_EVERY: tl.constexpr):
-    """``(row0, loc)``: where this (b, h)'s stored chunk states start (one per chunk, or per
-    two with ``STATE_EVERY=2``) and this program's block within one."""
-    row0 = st_ptr + (b64 * H + h) * tl.cdiv(NC, STATE_EVERY) * P * N
+def _state_rows(st_ptr, b64, h, H, NC, P, N, offs_p, offs_n):
+    """``(row0, loc)``: where this (b, h)'s stored chunk states start (one per chunk) and this
+    program's block within one."""
+    row0 = st_ptr + (b64 * H + h) * NC * P * N
     return row0, offs_p[:, None] * N + offs_n[None, :]
 
 
