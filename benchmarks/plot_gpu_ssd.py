@@ -36,8 +36,10 @@ for j, n in enumerate(Ns):
         ax.grid(True, which="both", alpha=0.3)
 axes[0][0].legend(fontsize=7)
 axes[1][0].legend(fontsize=7)
+runs = "; ".join(f"{k}: {v}" for k, v in res.get("runs", {}).items())
 fig.suptitle(f"SSD on {res.get('device')} (b=8, h=32, p=64, g=1, bf16)\n{res.get('date')}, "
-             f"torch {res.get('torch')}, triton {res.get('triton')}", fontsize=9)
+             f"torch {res.get('torch')}, triton {res.get('triton')}" + (f"\n{runs}" if runs else ""),
+             fontsize=8)
 fig.tight_layout()
 fig.savefig(dst, dpi=110)
 print("wrote", dst)
