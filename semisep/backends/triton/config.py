@@ -106,7 +106,7 @@ def _fast(dtype, pre: bool) -> bool:
 def _gram(h: int, g: int, n: int) -> bool:
     """Whether the forward's factored loop loads each chunk's ``lower(C B^T)``, computed once
     per group (:func:`.kernels.ssd_gram_kernel`), instead of a dot per head: where a group has
-    at least two heads and n > 64 (H200, this session's run 4 at T = 16K: N = 128 forward
+    at least two heads and n > 64 (H200, 2026-12-01 run 4 at T = 16K: N = 128 forward
     1.158 -> 1.055 ms; N = 64 0.684 -> 0.692, no gain). ``SEMISEP_TRITON_GRAM=1`` / ``0``
     turns it on / off for any n (experiments)."""
     knob = os.environ.get("SEMISEP_TRITON_GRAM")

@@ -321,7 +321,7 @@ def ssd_bwd_revsweep_kernel(
     ``sig (x . dxs + A keep dla)``; ``dsum`` (2, p-blocks, b H) gets this program's sums of
     ``keep dla dt`` (for dA) and of its ddt (for d dt_bias), compensated running sums over
     the chunks (a store per chunk instead cost the loop 15 %, H200 run 21; dA's terms per
-    position summed by torch cost 1.3 % at T = 16K, this session's run 3). The chain rule of
+    position summed by torch cost 1.3 % at T = 16K, 2026-12-01 run 3). The chain rule of
     ``dt -> dt A``, the softplus and the clamp is linear in the two sums, so partials over
     p-blocks add up.
     """

@@ -123,7 +123,6 @@ def _sweeps_bwd(dy, dhT, x, dtla, A, B, C, D, z, dt_bias, h0, seq_idx, has_dt, d
     nc = _cdiv(T, cfg["Q"])
     w = torch.empty(npb, b * h, T, **f32)
     # the raw dt's (or log_a's) gradient, and per program the sums for dA and d dt_bias
-    # (DA_ROWS: dA's terms per position, laid out as ddt)
     ddt = torch.empty(npb, b, T, h, **f32)
     dsum = torch.empty(2, npb, b, h, **f32) if has_dt else _dummy(ddt)
     st_dtype = torch.float32 if (x.dtype == torch.float32 or fp32_states) else x.dtype
