@@ -7,9 +7,13 @@ torch.compile, decode, and the timing grid for semisep and the anchors (mamba_ss
 SDPA causal), each when importable.
 
     python benchmarks/gpu_ssd.py --out DIR [--skip-checks] [--skip-bench] [--variants ...]
+                                 [--cache-in FILE] [--cache-out FILE]
 
 Writes DIR/h200_ssd.json (one row per impl, N, T: fwd_ms, fwdbwd_ms, peak_mb) and a log.
 Variants of our kernels are given as ``name:ENV=VAL;ENV=VAL`` (env read by pick_config).
+``--cache-out`` packs the Triton kernel cache of the run (ours and the anchors') into a tar,
+``--cache-in`` starts from one: on a fresh machine the checks spend most of their ~250 s
+compiling, and a kernel whose source did not change is then not compiled again.
 """
 
 from __future__ import annotations
@@ -20,6 +24,8 @@ import json
 import math
 import os
 import sys
+import tarfile
+import tempfile
 import time
 import traceback
 import types
@@ -442,6 +448,23 @@ def bench_grid(results, variants, Ns, Ts, impls, b=8, h=32, p=64, g=1):
                     json.dump({k: v for k, v in results.items() if k != "_out"}, f, indent=1)
 
 
+def use_cache(tar_in):
+    """Point Triton at a fresh cache directory, unpacked from ``tar_in`` when it exists."""
+    d = tempfile.mkdtemp(prefix="triton-cache-")
+    if tar_in and os.path.exists(tar_in):
+        with tarfile.open(tar_in) as tf:
+            tf.extractall(d, filter="data")
+        log(f"triton cache: {len(os.listdir(d))} entries from {tar_in}")
+    os.environ["TRITON_CACHE_DIR"] = d
+    return d
+
+
+def pack_cache(d, tar_out):
+    with tarfile.open(tar_out, "w:gz") as tf:
+        tf.add(d, arcname=".")
+    log(f"triton cache: {os.path.getsize(tar_out) / 2**20:.1f} MB written to {tar_out}")
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", default=os.environ.get("OUT", "benchmarks/results"))
@@ -452,9 +475,12 @@ def main():
     ap.add_argument("--Ts", default="1024,2048,4096,8192,16384")
     ap.add_argument("--impls", default="mamba,fla,sdpa")
     ap.add_argument("--variants", nargs="*", default=["default:"])
+    ap.add_argument("--cache-in", default=None)
+    ap.add_argument("--cache-out", default=None)
     args = ap.parse_args()
     os.makedirs(args.out, exist_ok=True)
     LOG_PATH.append(os.path.join(args.out, "log.txt"))
+    cache_dir = use_cache(args.cache_in) if (args.cache_in or args.cache_out) else None
     import triton
     results = dict(device=torch.cuda.get_device_name(), torch=torch.__version__,
                    triton=triton.__version__, date=time.strftime("%Y-%m-%d %H:%M UTC",
@@ -484,6 +510,8 @@ def main():
     results.pop("_out", None)
     with open(os.path.join(args.out, "h200_ssd.json"), "w") as f:
         json.dump(results, f, indent=1)
+    if args.cache_out:
+        pack_cache(cache_dir, args.cache_out)
 
 
 if __name__ == "__main__":
