@@ -74,6 +74,39 @@ def test_forward_shared_gram_tiles(monkeypatch, gram, n):
     assert rel(y, yr) < 1e-5 and rel(hT, sr) < 1e-5
 
 
+def test_final_state_gradient_of_a_sum():
+    # hT.sum() hands the backward a broadcast (stride-0) d(final state): it read past its one
+    # element (NaN gradients) until it was made contiguous
+    d = make(T=53, h=4, g=2, n=16, seed=5)
+    leaves = [t.clone().requires_grad_(True) for t in (d["x"], d["la"], d["B"], d["C"], d["h0"])]
+    _, hT = ssd(*leaves[:4], initial_state=leaves[4], chunk_size=16, return_final_state=True)
+    got = torch.autograd.grad(hT.sum(), leaves)
+    _, sr = naive.ssd_reference(*leaves[:4], initial_state=leaves[4])
+    want = torch.autograd.grad(sr.sum(), leaves, allow_unused=True, materialize_grads=True)
+    assert torch.equal(got[3], torch.zeros_like(got[3]))    # C does not reach the state
+    for nm, a, w in zip("x la B h0".split(), got[:3] + got[4:], want[:3] + want[4:]):
+        assert rel(a, torch.nan_to_num(w, nan=0.0)) < 2e-5, nm
+
+
+def test_wide_offsets_give_the_same_results(monkeypatch):
+    # WIDE: int64 offsets within a (b, h)'s row of chunk tiles, taken when it holds 2^31
+    # elements or more (T beyond ~1M at p = n = 256); forced here for every call
+    from semisep.backends.triton import config
+    d = make(T=53, h=4, g=2, n=16, seed=5)
+    ins = [d["x"], d["la"], d["B"], d["C"], d["h0"]]
+
+    def run():
+        x, la, B, C, h0 = [t.clone().requires_grad_(True) for t in ins]
+        y, hT = ssd(x, la, B, C, initial_state=h0, chunk_size=16, return_final_state=True)
+        return [y, hT, *torch.autograd.grad((y * y).sum() + hT.sum(), (x, la, B, C, h0))]
+
+    monkeypatch.setenv("SEMISEP_TRITON_GRAM", "1")
+    narrow = run()
+    monkeypatch.setattr(config, "WIDE_AT", 0)
+    for a, b in zip(run(), narrow):
+        assert torch.equal(a, b)
+
+
 def test_forward_mamba2_extras():
     d = make(T=45)
     seq = torch.tensor([[0] * 10 + [1] * 20 + [2] * 15, [3] * 45], dtype=torch.int32)

@@ -113,6 +113,15 @@ def _gram(h: int, g: int, n: int) -> bool:
     return h // g >= 2 and (n > 64 if knob is None else knob == "1")
 
 
+WIDE_AT = 2 ** 31
+
+
+def _wide(elements: int) -> bool:
+    """Whether a per-(b, h) row of chunk tiles (the backward's states, the forward's shared
+    ``lower(C B^T)`` tiles) needs int64 offsets within it: ``elements >= WIDE_AT`` (2^31)."""
+    return elements >= WIDE_AT
+
+
 def _launches(fast: bool):
     """The FACTORED values to launch a sweep with: both when programs choose (``fast``)."""
     return (True, False) if fast else (False,)

@@ -67,6 +67,17 @@ def _kahan_add(total, err, v):
 
 
 @triton.jit
+def _slot_offset(c, size, WIDE: tl.constexpr):
+    """``c * size``, the offset of slot ``c`` of a per-(b, h) row of chunk tiles: in int64 when
+    ``WIDE`` (the row holds 2^31 elements or more), else in int32 (fewer instructions)."""
+    if WIDE:
+        off = tl.cast(c, tl.int64) * size
+    else:
+        off = c * size
+    return off
+
+
+@triton.jit
 def ssd_fwd_kernel(
     x_ptr, dt_ptr, A_ptr, dtb_ptr, B_ptr, C_ptr, D_ptr, z_ptr, h0_ptr, seq_ptr,
     dec_ptr, etot_ptr, gl_ptr,
@@ -79,6 +90,7 @@ def ssd_fwd_kernel(
     CLAMP_C: tl.constexpr, PRE: tl.constexpr = False, FACTOR: tl.constexpr = True,
     FAST: tl.constexpr = False, FACTORED: tl.constexpr = False, EVEN: tl.constexpr = False,
     UNROLL: tl.constexpr = 1, STATE_T: tl.constexpr = True, GRAM: tl.constexpr = False,
+    WIDE: tl.constexpr = False,
 ):
     """The forward sweep. UNROLL: chunks per loop iteration (an experiment: more independent
     work in view of the scheduler, benchmarks/NOTES.md).
@@ -99,6 +111,7 @@ def ssd_fwd_kernel(
     GRAM (with FACTORED): the heads of a group share ``lower(C B^T)`` of each chunk, which
     :func:`ssd_gram_kernel` wrote once to ``gl`` (b, G, chunks, Q, Q); the loop loads it
     (prefetched, straight into shared memory) instead of a dot, a mask and a conversion.
+    WIDE: a (b, group)'s tiles hold 2^31 elements or more (int64 offsets within them).
     """
     pid_p, pid_bh, b64, h, grp = _program(H, G)
     n_chunks = tl.cdiv(T, Q)
@@ -136,7 +149,7 @@ def ssd_fwd_kernel(
         if FACTORED:
             u = (x.to(tl.float32) * (dtv * inv)[:, None]).to(dtype)
             if GRAM:
-                W = tl.load(gl_base + c * (Q * Q) + gl_loc)
+                W = tl.load(gl_base + _slot_offset(c, Q * Q, WIDE) + gl_loc)
             else:
                 Gm = tl.dot(Ct, tl.trans(Bt), input_precision=PREC)
                 W = tl.where(offs_q[:, None] >= offs_q[None, :], Gm, 0.0).to(dtype)
@@ -196,11 +209,12 @@ def ssd_bwd_fwdsweep_kernel(
     Q: tl.constexpr, BP: tl.constexpr, BN: tl.constexpr, PREC: tl.constexpr,
     CLAMP_C: tl.constexpr, PRE: tl.constexpr = False, FACTOR: tl.constexpr = True,
     ATOMIC: tl.constexpr = False, FAST: tl.constexpr = False, FACTORED: tl.constexpr = False,
-    EVEN: tl.constexpr = False,
+    EVEN: tl.constexpr = False, WIDE: tl.constexpr = False,
 ):
     """Forward sweep of the backward: dC (partial or added in place), dz, dD partial,
     ``w = r1off + rowP - colP`` (module docstring), and the state entering each chunk (for
-    ``<dS_out, S_in>`` in the reverse sweep). FAST, FACTORED: as in :func:`ssd_fwd_kernel`."""
+    ``<dS_out, S_in>`` in the reverse sweep). FAST, FACTORED: as in :func:`ssd_fwd_kernel`;
+    WIDE: a (b, h)'s stored states hold 2^31 elements or more."""
     pid_p, pid_bh, b64, h, grp = _program(H, G)
     NC = tl.cdiv(T, Q)
     if _skip(etot_ptr, pid_bh, NC, FAST, FACTORED):
@@ -267,7 +281,8 @@ def ssd_bwd_fwdsweep_kernel(
             dD_acc += tl.sum(dyp * x.to(tl.float32), axis=0)
         dyc = dyp.to(dtype)
         dCs = tl.dot(dyc, S.to(dtype), input_precision=PREC)          # dy_i S, before e_in
-        _st(st_row0 + c * (P * N) + st_loc, S.to(st_ptr.dtype.element_ty), st_mask, EVEN)
+        _st(st_row0 + _slot_offset(c, P * N, WIDE) + st_loc, S.to(st_ptr.dtype.element_ty),
+            st_mask, EVEN)
         # P = G o L o M (fp32, strictly lower: the diagonal crosses nothing)
         strict = offs_q[:, None] > offs_q[None, :]
         if FACTORED:
@@ -308,10 +323,10 @@ def ssd_bwd_revsweep_kernel(
     Q: tl.constexpr, BP: tl.constexpr, BN: tl.constexpr, PREC: tl.constexpr,
     CLAMP_C: tl.constexpr, PRE: tl.constexpr = False, FACTOR: tl.constexpr = True,
     ATOMIC: tl.constexpr = False, FAST: tl.constexpr = False, FACTORED: tl.constexpr = False,
-    EVEN: tl.constexpr = False,
+    EVEN: tl.constexpr = False, WIDE: tl.constexpr = False,
 ):
     """dx, dB, d h0 and the gradient of the raw dt (or log_a), each partial over p-blocks.
-    FAST, FACTORED: as in :func:`ssd_fwd_kernel`.
+    FAST, FACTORED, WIDE: as in :func:`ssd_bwd_fwdsweep_kernel`.
 
     ``dla_t = sum_{i >= t} w_i + sum_{j < t} r2off_j + exp(l_end) <dS_out, S_in>``: the
     pairs (s < t <= t') inside the chunk and entering it (``w``, from the forward sweep),
@@ -407,7 +422,8 @@ def ssd_bwd_revsweep_kernel(
                         tl.dot(xs, dSc, input_precision=PREC) * to_end[:, None],
                         input_precision=PREC)
         w = _ld(w_base + t, mask_t, EVEN)
-        S_in = _ld(st_row0 + c * (P * N) + st_loc, st_mask, EVEN).to(tl.float32)
+        S_in = _ld(st_row0 + _slot_offset(c, P * N, WIDE) + st_loc, st_mask,
+                   EVEN).to(tl.float32)
         cross = tl.sum(tl.sum(dS * S_in, axis=1), axis=0) * e_tot
         # the pairs straddling t: inside the chunk and entering it (w, from the forward
         # sweep), leaving it (r2off), and crossing it (exp(l_end) <dS_out, S_in>)

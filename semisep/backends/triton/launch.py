@@ -10,7 +10,7 @@ import torch
 
 from . import kernels as K
 from .config import (_cdiv, _even, _factor, _fast, _gram, _launch_opts, _launches, _pre,
-                     _prec, pick_config)
+                     _prec, _wide, pick_config)
 from .decays import CLAMP, ssd_decays_kernel
 
 
@@ -62,7 +62,8 @@ def _fwd(x, dtla, A, B, C, D, z, dt_bias, h0, seq_idx, has_dt, dt_softplus, chun
                 STORE_HT=True, Q=cfg["Q"], BP=cfg["BP"], BN=cfg["BN"], PREC=_prec(x.dtype),
                 CLAMP_C=CLAMP, PRE=pre, FACTOR=_factor("fwd"), FAST=fast,
                 FACTORED=factored, EVEN=_even(cfg, T, p, n), UNROLL=cfg.get("UNROLL", 1),
-                STATE_T=bool(cfg["STATE_T"]), GRAM=gram and factored, **_launch_opts(cfg))
+                STATE_T=bool(cfg["STATE_T"]), GRAM=gram and factored,
+                WIDE=_wide(_cdiv(T, cfg["Q"]) * cfg["Q"] ** 2), **_launch_opts(cfg))
     return y, hT, ((cfg["Q"], dec, etot) if pre else None)
 
 
@@ -106,7 +107,10 @@ def _sweeps_bwd(dy, dhT, x, dtla, A, B, C, D, z, dt_bias, h0, seq_idx, has_dt, d
     g, n = B.shape[2], B.shape[3]
     Bx = B.to(x.dtype)
     Cx = C.to(x.dtype)
+    # autograd hands broadcast gradients (stride 0, e.g. of hT.sum()) to the kernels'
+    # contiguous addressing: materialize them
     dy = dy.contiguous()
+    dhT = dhT.contiguous() if dhT is not None else None
     cfg = pick_config(p, n, None if chunk_size < 0 else chunk_size, x.dtype, "bwd")
     BP = cfg["BP"]
     npb = _cdiv(p, BP)
@@ -139,7 +143,7 @@ def _sweeps_bwd(dy, dhT, x, dtla, A, B, C, D, z, dt_bias, h0, seq_idx, has_dt, d
                  HAS_D=D is not None, D_PER_P=D is not None and D.dim() == 2,
                  HAS_Z=z is not None, HAS_SEQ=seq_idx is not None,
                  Q=cfg["Q"], BP=BP, BN=cfg["BN"], PREC=_prec(x.dtype), CLAMP_C=CLAMP,
-                 EVEN=_even(cfg, T, p, n))
+                 EVEN=_even(cfg, T, p, n), WIDE=_wide(nc * p * n))
     pre = _pre("bwd")
     fast = _fast(x.dtype, pre)
     if T > 0:
