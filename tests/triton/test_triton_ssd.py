@@ -249,6 +249,27 @@ def test_decode_steps_match_reference_and_update_in_place():
         assert rel(state, ref_state) < 1e-5
 
 
+def test_decode_step_checks_its_arguments_and_takes_strided_ones():
+    d = make(b=2, T=1, h=4, p=8, g=2, n=16, resets=False)
+    x, B, C = d["x"][:, 0], d["B"][:, 0], d["C"][:, 0]
+    dt, A, dtb = d["dt"][:, 0].abs(), d["A"], d["dtb"]
+    for kw, name in [(dict(dt=dt[:, :2], A=A), "dt"), (dict(dt=dt, A=A[:2]), "A"),
+                     (dict(dt=dt), "A"), (dict(dt=dt, A=A, dt_bias=dtb[:3]), "dt_bias"),
+                     (dict(dt=dt, A=A, D=d["D"][:2]), "D"), (dict(dt=dt, A=A, z=x[:1]), "z"),
+                     (dict(log_a=-dt, A=A), "go with dt")]:
+        with pytest.raises(ValueError, match=name):
+            ssd_decode_step(d["h0"].clone(), x, B, C, **kw)
+    with pytest.raises(ValueError, match="x must have shape"):
+        ssd_decode_step(d["h0"].clone(), x[0], B, C, dt=dt, A=A)
+    # A and dt_bias as strided views: the same step as their contiguous copies
+    A2, dtb2 = torch.stack([A, -A], 1)[:, 0], torch.stack([dtb, dtb], 1)[:, 0]
+    assert not A2.is_contiguous() and not dtb2.is_contiguous()
+    s1, s2 = d["h0"].clone(), d["h0"].clone()
+    y1 = ssd_decode_step(s1, x, B, C, dt=dt, A=A, dt_bias=dtb, dt_softplus=True)
+    y2 = ssd_decode_step(s2, x, B, C, dt=dt, A=A2, dt_bias=dtb2, dt_softplus=True)
+    assert torch.equal(y1, y2) and torch.equal(s1, s2)
+
+
 def test_shape_errors_name_the_argument():
     d = make(T=8, resets=False)
     with pytest.raises(ValueError, match="log_a"):

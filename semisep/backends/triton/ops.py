@@ -253,23 +253,42 @@ def ssd_decode_step(state, x, B, C, *, log_a=None, dt=None, A=None, D=None, z=No
     has_dt = dt is not None
     if has_dt == (log_a is not None):
         raise ValueError("pass exactly one of log_a and dt (with A)")
+    if x.dim() != 3:
+        raise _shape_err("x", x.shape, "(batch, heads, headdim)")
     b, h, p = x.shape
+    if B.dim() != 3:
+        raise _shape_err("B", B.shape, f"({b}, groups, N)")
     g, n = B.shape[-2], B.shape[-1]
     if state.shape != (b, h, p, n):
         raise _shape_err("state", state.shape, (b, h, p, n))
     if B.shape != (b, g, n) or C.shape != B.shape:
         raise _shape_err("B/C", B.shape, f"({b}, groups, {n})")
+    if h % g:
+        raise ValueError(f"groups g={g} (B.shape[1]) must divide heads h={h} (x.shape[1])")
+    dtla = dt if has_dt else log_a
+    if dtla.shape != (b, h):
+        raise _shape_err("dt" if has_dt else "log_a", dtla.shape, (b, h))
+    if has_dt and (A is None or A.shape != (h,)):
+        raise _shape_err("A", None if A is None else A.shape, (h,))
+    if not has_dt and (A is not None or dt_bias is not None or dt_softplus):
+        raise ValueError("A, dt_bias and dt_softplus go with dt, not with log_a")
+    if dt_bias is not None and dt_bias.shape != (h,):
+        raise _shape_err("dt_bias", dt_bias.shape, (h,))
+    if D is not None and D.shape not in ((h,), (h, p)):
+        raise _shape_err("D", D.shape, f"({h},) or ({h}, {p})")
+    if z is not None and z.shape != x.shape:
+        raise _shape_err("z", z.shape, tuple(x.shape))
     if not state.is_contiguous():
         raise ValueError("state must be contiguous (it is updated in place)")
-    dtla = (dt if has_dt else log_a).contiguous()
+    dtla = dtla.contiguous()
     y = torch.empty_like(x)
     BP = max(16, min(64, _pow2(p)))
     BN = max(16, _pow2(n))
     d = _dummy(x)
     with _device_ctx(x):
         K.ssd_decode_kernel[(_cdiv(p, BP), b * h)](
-            state, x.contiguous(), dtla, A if A is not None else d,
-            dt_bias if dt_bias is not None else d, B.contiguous(), C.contiguous(),
+            state, x.contiguous(), dtla, _c(A) if A is not None else d,
+            _c(dt_bias) if dt_bias is not None else d, B.contiguous(), C.contiguous(),
             _c(D) if D is not None else d, _c(z) if z is not None else d, y,
             h, g, p, n,
             HAS_DT=has_dt, DT_SOFTPLUS=bool(dt_softplus), HAS_DTB=dt_bias is not None,
