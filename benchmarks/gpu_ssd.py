@@ -418,6 +418,21 @@ def bench_grid(results, variants, Ns, Ts, impls, b=8, h=32, p=64, g=1):
                     lambda: mamba(x, dt, A, B, C, chunk_size=256, D=D),
                     lambda: torch.autograd.grad(
                         mamba(xg, dtg, A, Bg, Cg, chunk_size=256, D=D), (xg, dtg, Bg, Cg), gy))
+            if "packed" in impls:
+                # packed sequences of 2048 steps (seq_idx), as in training: every (b, h) with
+                # a boundary runs the exact loops (the factored ones need no resets)
+                seq = (torch.arange(T, device="cuda", dtype=torch.int32) // 2048).expand(b, T)
+                seq = seq.contiguous()
+                add("semisep[packed 2K]", lambda: ssd(x, None, B, C, dt=dt, A=A, D=D, seq_idx=seq),
+                    lambda: torch.autograd.grad(
+                        ssd(xg, None, Bg, Cg, dt=dtg, A=A, D=D, seq_idx=seq), (xg, dtg, Bg, Cg),
+                        gy))
+                if mamba is not None:
+                    add("mamba_chunk_scan_combined[packed 2K]",
+                        lambda: mamba(x, dt, A, B, C, chunk_size=256, D=D, seq_idx=seq),
+                        lambda: torch.autograd.grad(
+                            mamba(xg, dtg, A, Bg, Cg, chunk_size=256, D=D, seq_idx=seq),
+                            (xg, dtg, Bg, Cg), gy))
             if fla is not None:
                 chunk_gla, fused_gla = fla
                 q = C.expand(b, T, h, n).contiguous()
@@ -473,7 +488,9 @@ def main():
     ap.add_argument("--quick-checks", action="store_true")
     ap.add_argument("--Ns", default="64,128")
     ap.add_argument("--Ts", default="1024,2048,4096,8192,16384")
-    ap.add_argument("--impls", default="mamba,fla,sdpa")
+    ap.add_argument("--impls", default="mamba,fla,sdpa",
+                    help="anchors to time (mamba, fla, sdpa) and 'packed': semisep and mamba "
+                         "with seq_idx (sequences of 2048 steps)")
     ap.add_argument("--variants", nargs="*", default=["default:"])
     ap.add_argument("--cache-in", default=None)
     ap.add_argument("--cache-out", default=None)
