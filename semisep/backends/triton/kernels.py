@@ -54,8 +54,8 @@ import triton.language as tl
 
 from .decays import _decays_all, _dt_grad_factors, _L_tile, _skip, _softplus
 from .tiles import (_chunk_inputs, _grad_rows, _io_starts, _ld, _load_D, _plus_D, _program,
-                    _put_grad, _slot, _st, _start, _state_nt, _state_rows, _state_tile,
-                    _state_update, _tile)
+                    _put_grad, _slot, _slot_offset, _st, _start, _state_nt, _state_rows,
+                    _state_tile, _state_update, _tile)
 
 
 @triton.jit
@@ -64,17 +64,6 @@ def _kahan_add(total, err, v):
     y = v - err
     t = total + y
     return t, (t - total) - y
-
-
-@triton.jit
-def _slot_offset(c, size, WIDE: tl.constexpr):
-    """``c * size``, the offset of slot ``c`` of a per-(b, h) row of chunk tiles: in int64 when
-    ``WIDE`` (the row holds 2^31 elements or more), else in int32 (fewer instructions)."""
-    if WIDE:
-        off = tl.cast(c, tl.int64) * size
-    else:
-        off = c * size
-    return off
 
 
 @triton.jit
@@ -136,7 +125,6 @@ def ssd_fwd_kernel(
         Dv = _load_D(D_ptr, h, P, offs_p, D_PER_P)
     if GRAM:
         gl_base = gl_ptr + (b64 * G + grp) * n_chunks * (Q * Q)
-        gl_loc = offs_q[:, None] * Q + offs_q[None, :]
 
     for c in tl.range(0, n_chunks, loop_unroll_factor=UNROLL):
         t = c * Q + offs_q.to(tl.int64)
@@ -145,13 +133,14 @@ def ssd_fwd_kernel(
             seq_ptr, b64, h, H, T, t, HAS_DT, DT_SOFTPLUS, HAS_DTB, HAS_SEQ, CLAMP_C)
         mask_t, m_tp, m_tn, x, Bt, Ct = _chunk_inputs(x_base, B_base, C_base, t, T, H, G, P, N,
                                                       offs_p, offs_n, EVEN)
+        if not (FACTORED and GRAM):
+            Gm = tl.dot(Ct, tl.trans(Bt), input_precision=PREC)
         acc = tl.dot(Ct, _state_nt(S, STATE_T).to(dtype), input_precision=PREC)
         if FACTORED:
             u = (x.to(tl.float32) * (dtv * inv)[:, None]).to(dtype)
             if GRAM:
-                W = tl.load(gl_base + _slot_offset(c, Q * Q, WIDE) + gl_loc)
+                W = tl.load(_tile(gl_base + _slot_offset(c, Q * Q, WIDE), offs_q, Q, offs_q))
             else:
-                Gm = tl.dot(Ct, tl.trans(Bt), input_precision=PREC)
                 W = tl.where(offs_q[:, None] >= offs_q[None, :], Gm, 0.0).to(dtype)
             acc = tl.dot(W, u, acc, input_precision=PREC) * e_in[:, None]
             S = _state_update(S, u, Bt, STATE_T, PREC) * e_tot
@@ -160,7 +149,6 @@ def ssd_fwd_kernel(
                 xs = (x.to(tl.float32) * dtv[:, None]).to(dtype)
             else:
                 xs = x
-            Gm = tl.dot(Ct, tl.trans(Bt), input_precision=PREC)
             W = (Gm * _L_tile(hi, lo, e_in, inv, e_tot, offs_q, False, FACTOR)).to(dtype)
             acc = tl.dot(W, xs, acc * e_in[:, None], input_precision=PREC)
             xd = (x.to(tl.float32) * (dtv * to_end)[:, None]).to(dtype)
@@ -189,12 +177,12 @@ def ssd_gram_kernel(B_ptr, C_ptr, gl_ptr, T, G, N, Q: tl.constexpr, BN: tl.const
     offs_n = tl.arange(0, BN)
     t = c * Q + offs_q.to(tl.int64)
     m_tn = (t < T)[:, None] & (offs_n < N)[None, :]
-    Bt = tl.load(_tile(_start(B_ptr, b64, grp, T, G, N), t, G * N, offs_n), mask=m_tn, other=0.0)
-    Ct = tl.load(_tile(_start(C_ptr, b64, grp, T, G, N), t, G * N, offs_n), mask=m_tn, other=0.0)
+    Bt = _ld(_tile(_start(B_ptr, b64, grp, T, G, N), t, G * N, offs_n), m_tn, False)
+    Ct = _ld(_tile(_start(C_ptr, b64, grp, T, G, N), t, G * N, offs_n), m_tn, False)
+    out = gl_ptr + (pid.to(tl.int64) * tl.num_programs(0) + c) * (Q * Q)
     Gm = tl.dot(Ct, tl.trans(Bt), input_precision=PREC)
     W = tl.where(offs_q[:, None] >= offs_q[None, :], Gm, 0.0)
-    out = gl_ptr + (pid.to(tl.int64) * tl.num_programs(0) + c) * (Q * Q)
-    tl.store(out + offs_q[:, None] * Q + offs_q[None, :], W.to(gl_ptr.dtype.element_ty))
+    tl.store(_tile(out, offs_q, Q, offs_q), W.to(gl_ptr.dtype.element_ty))
 
 
 @triton.jit

@@ -63,7 +63,7 @@ def _fwd(x, dtla, A, B, C, D, z, dt_bias, h0, seq_idx, has_dt, dt_softplus, chun
                 CLAMP_C=CLAMP, PRE=pre, FACTOR=_factor("fwd"), FAST=fast,
                 FACTORED=factored, EVEN=_even(cfg, T, p, n), UNROLL=cfg.get("UNROLL", 1),
                 STATE_T=bool(cfg["STATE_T"]), GRAM=gram and factored,
-                WIDE=_wide(_cdiv(T, cfg["Q"]) * cfg["Q"] ** 2), **_launch_opts(cfg))
+                WIDE=gram and _wide(_cdiv(T, cfg["Q"]) * cfg["Q"] ** 2), **_launch_opts(cfg))
     return y, hT, ((cfg["Q"], dec, etot) if pre else None)
 
 

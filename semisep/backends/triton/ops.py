@@ -54,6 +54,34 @@ def supports_reason(x, B, C, *, chunk_size=None) -> Optional[str]:
     return None
 
 
+def _check_mode(log_a, dt, A, dt_bias, dt_softplus) -> bool:
+    """Whether the call takes ``dt`` (with ``A``) rather than ``log_a``; raises on a mix."""
+    has_dt = dt is not None
+    if has_dt == (log_a is not None):
+        raise ValueError("pass exactly one of log_a and dt (with A)")
+    if has_dt and A is None:
+        raise ValueError("dt needs A, shape (heads,)")
+    if not has_dt and (A is not None or dt_bias is not None or dt_softplus):
+        raise ValueError("A, dt_bias and dt_softplus go with dt, not with log_a")
+    return has_dt
+
+
+def _check_per_head(x, la_or_dt, la_shape, A, D, z, dt_bias, has_dt):
+    """The shapes of the per-step decay input and of the per-head ``A``, ``D``, ``dt_bias``
+    and ``z`` (x's shape), for x of shape ``(..., heads, headdim)``."""
+    h, p = x.shape[-2], x.shape[-1]
+    if la_or_dt.shape != la_shape:
+        raise _shape_err("dt" if has_dt else "log_a", la_or_dt.shape, la_shape)
+    if has_dt and A.shape != (h,):
+        raise _shape_err("A", A.shape, (h,))
+    if D is not None and D.shape not in ((h,), (h, p)):
+        raise _shape_err("D", D.shape, f"({h},) or ({h}, {p})")
+    if z is not None and z.shape != x.shape:
+        raise _shape_err("z", z.shape, tuple(x.shape))
+    if dt_bias is not None and dt_bias.shape != (h,):
+        raise _shape_err("dt_bias", dt_bias.shape, (h,))
+
+
 def _check(x, la_or_dt, B, C, A, D, z, dt_bias, h0, seq_idx, has_dt):
     if x.dim() != 4:
         raise _shape_err("x", x.shape, "(batch, T, heads, headdim)")
@@ -65,17 +93,7 @@ def _check(x, la_or_dt, B, C, A, D, z, dt_bias, h0, seq_idx, has_dt):
         raise _shape_err("C", C.shape, tuple(B.shape))
     if h % g:
         raise ValueError(f"groups g={g} (B.shape[2]) must divide heads h={h} (x.shape[2])")
-    name = "dt" if has_dt else "log_a"
-    if la_or_dt.shape != (b, T, h):
-        raise _shape_err(name, la_or_dt.shape, (b, T, h))
-    if has_dt and (A is None or A.shape != (h,)):
-        raise _shape_err("A", None if A is None else A.shape, (h,))
-    if D is not None and D.shape not in ((h,), (h, p)):
-        raise _shape_err("D", D.shape, f"({h},) or ({h}, {p})")
-    if z is not None and z.shape != x.shape:
-        raise _shape_err("z", z.shape, tuple(x.shape))
-    if dt_bias is not None and dt_bias.shape != (h,):
-        raise _shape_err("dt_bias", dt_bias.shape, (h,))
+    _check_per_head(x, la_or_dt, (b, T, h), A, D, z, dt_bias, has_dt)
     if h0 is not None and h0.shape != (b, h, p, n):
         raise _shape_err("initial_state", h0.shape, (b, h, p, n))
     if seq_idx is not None and seq_idx.shape != (b, T):
@@ -217,13 +235,7 @@ def ssd(x, log_a=None, B=None, C=None, *, dt=None, A=None, D=None, z=None, dt_bi
     """
     if B is None or C is None:
         raise TypeError("ssd() needs B and C")
-    has_dt = dt is not None
-    if has_dt == (log_a is not None):
-        raise ValueError("pass exactly one of log_a and dt (with A)")
-    if has_dt and A is None:
-        raise ValueError("dt needs A, shape (heads,)")
-    if not has_dt and (A is not None or dt_bias is not None or dt_softplus):
-        raise ValueError("A, dt_bias and dt_softplus go with dt, not with log_a")
+    has_dt = _check_mode(log_a, dt, A, dt_bias, dt_softplus)
     dtla = dt if has_dt else log_a
     _check(x, dtla, B, C, A, D, z, dt_bias, initial_state, seq_idx, has_dt)
     reason = supports_reason(x, B, C, chunk_size=chunk_size)
@@ -250,9 +262,7 @@ def ssd_decode_step(state, x, B, C, *, log_a=None, dt=None, A=None, D=None, z=No
     ``x`` ``(b, h, p)``, ``B``/``C`` ``(b, g, n)``, ``log_a`` or ``dt`` ``(b, h)``. The state
     may be fp32 (recommended) or the input dtype; arithmetic is fp32.
     """
-    has_dt = dt is not None
-    if has_dt == (log_a is not None):
-        raise ValueError("pass exactly one of log_a and dt (with A)")
+    has_dt = _check_mode(log_a, dt, A, dt_bias, dt_softplus)
     if x.dim() != 3:
         raise _shape_err("x", x.shape, "(batch, heads, headdim)")
     b, h, p = x.shape
@@ -266,18 +276,7 @@ def ssd_decode_step(state, x, B, C, *, log_a=None, dt=None, A=None, D=None, z=No
     if h % g:
         raise ValueError(f"groups g={g} (B.shape[1]) must divide heads h={h} (x.shape[1])")
     dtla = dt if has_dt else log_a
-    if dtla.shape != (b, h):
-        raise _shape_err("dt" if has_dt else "log_a", dtla.shape, (b, h))
-    if has_dt and (A is None or A.shape != (h,)):
-        raise _shape_err("A", None if A is None else A.shape, (h,))
-    if not has_dt and (A is not None or dt_bias is not None or dt_softplus):
-        raise ValueError("A, dt_bias and dt_softplus go with dt, not with log_a")
-    if dt_bias is not None and dt_bias.shape != (h,):
-        raise _shape_err("dt_bias", dt_bias.shape, (h,))
-    if D is not None and D.shape not in ((h,), (h, p)):
-        raise _shape_err("D", D.shape, f"({h},) or ({h}, {p})")
-    if z is not None and z.shape != x.shape:
-        raise _shape_err("z", z.shape, tuple(x.shape))
+    _check_per_head(x, dtla, (b, h), A, D, z, dt_bias, has_dt)
     if not state.is_contiguous():
         raise ValueError("state must be contiguous (it is updated in place)")
     dtla = dtla.contiguous()

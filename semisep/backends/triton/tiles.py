@@ -47,6 +47,17 @@ def _state_rows(st_ptr, b64, h, H, NC, P, N, offs_p, offs_n):
 
 
 @triton.jit
+def _slot_offset(c, size, WIDE: tl.constexpr):
+    """``c * size``, the offset of slot ``c`` of a per-(b, h) row of chunk tiles: in int64 when
+    ``WIDE`` (the row holds 2^31 elements or more), else in int32 (fewer instructions)."""
+    if WIDE:
+        off = tl.cast(c, tl.int64) * size
+    else:
+        off = c * size
+    return off
+
+
+@triton.jit
 def _start(ptr, b64, i, T, W, D):
     """Where slot ``i`` of batch entry ``b`` starts in a (b, T, W, D) array (x: W = H, D = P;
     B, C: W = G, D = N); rows t then lie ``W * D`` apart (see :func:`_tile`)."""
