@@ -183,11 +183,11 @@ def checks(results, quick=False):
             yr2, _ = naive.ssd_reference_chunked(x, None, B, C, dt=dt, A=A, D=D, initial_state=h0)
             gr2 = torch.autograd.grad((yr2 * gy.double()).sum(), (dt, A))
             report(f"{tag} ddt (fp32 states)", rel(g2[0], gr2[0]), tol)
-            report(f"{tag} dA (fp32 states)", rel(g2[1], gr2[1]), tol * 4)
+            report(f"{tag} dA (fp32 states)", rel(g2[1], gr2[1]), tol)
         report(f"{tag} y", rel(y, yr), tol)
         report(f"{tag} final", rel(hT, sr), tol)
         for nm, a, r in zip(["dx", "ddt", "dA", "dB", "dC", "dD", "dh0"], grads, gref):
-            report(f"{tag} {nm}", rel(a, r), tol * (4 if nm in ("dA",) else 1))
+            report(f"{tag} {nm}", rel(a, r), tol)
         del x, dt, A, B, C, D, h0, y, hT, yr, sr, grads, gref
         torch.cuda.empty_cache()
 
@@ -216,7 +216,7 @@ def checks(results, quick=False):
     report("extras y", rel(y, yr), 5e-3)
     for nm, a, r in zip(["dx", "ddt", "dA", "dB", "dC", "dD", "dz", "ddt_bias", "dh0"],
                         grads, gref):
-        report(f"extras {nm}", rel(a, r), 2e-2 if nm in ("dA", "ddt_bias") else 5e-3)
+        report(f"extras {nm}", rel(a, r), 5e-3)
     # per-sequence: the second sequence alone equals its slice
     y2 = ssd(x[:, 700:2100].detach(), None, B[:, 700:2100].detach(), C[:, 700:2100].detach(),
              dt=dt[:, 700:2100].detach(), A=A.detach(), D=D.detach(), z=z[:, 700:2100].detach(),

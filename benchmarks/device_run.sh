@@ -1,0 +1,35 @@
+#!/bin/bash
+# One device call: bash benchmarks/device_run.sh STEP... (steps below; benchmarks/NOTES.md).
+# Everything but the logs goes into one tar (the device returns at most 8 files).
+set -u
+python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
+    --target /tmp/site .whl/*.whl
+export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1
+mkdir -p /tmp/keep
+for step in "$@"; do
+  echo "=== $step $(date +%T)"
+  case $step in
+    ncu)  # counters, stall reasons and per-SASS-line samples of the three sweeps (T = 4K)
+      for k in ssd_fwd_kernel ssd_bwd_fwdsweep_kernel ssd_bwd_revsweep_kernel; do
+        ncu --clock-control none --set full --import-source yes -k regex:$k -c 1 \
+            -o /tmp/keep/$k python3 benchmarks/gpu_small.py ncu > /tmp/keep/ncu_$k.log 2>&1
+        tail -1 /tmp/keep/ncu_$k.log
+        for page in details raw; do
+          ncu -i /tmp/keep/$k.ncu-rep --page $page --csv > /tmp/keep/${page}_$k.csv 2>&1
+        done
+        ncu -i /tmp/keep/$k.ncu-rep --page source --csv --print-source sass \
+            > /tmp/keep/source_$k.csv 2>&1
+        rm -f /tmp/keep/$k.ncu-rep
+      done ;;
+    sanitize)  # memcheck without torch's caching allocator (else pool memory hides reads)
+      for T in 300 512; do
+        PYTORCH_NO_CUDA_MEMORY_CACHING=1 compute-sanitizer --tool memcheck \
+            python3 benchmarks/gpu_small.py sanitize $T > /tmp/keep/sanitize_$T.log 2>&1
+        grep -E "ERROR SUMMARY|finished|Error" /tmp/keep/sanitize_$T.log | head -5
+      done ;;
+    checks) python3 benchmarks/gpu_ssd.py --quick-checks --skip-bench --out /tmp/keep/checks ;;
+    *) eval "$step" ;;
+  esac
+done
+tar czf $OUT/keep.tgz -C /tmp/keep . && ls -la $OUT
+echo "=== end $(date +%T)"
