@@ -21,7 +21,7 @@ from semisep.backends.triton import kernels as K
 opts = dict(BP=64, BN=64, Q=64, num_warps=4, num_stages=2, dtype="bf16")
 for a in sys.argv[1:]:
     k, v = a.split("=")
-    opts[k] = v if k in ("dtype", "only", "dump") else int(v)
+    opts[k] = v if k in ("dtype", "only", "dump", "ttgir") else int(v)
 dt = opts["dtype"]
 target = GPUTarget("cuda", 90, 32)
 
@@ -155,5 +155,8 @@ for name, (fn, ptrs, extra) in kernels.items():
               f"wgmma={ptx.count('wgmma.mma_async')} mma.sync={ptx.count('mma.sync')}")
         if opts.get("sass"):
             print("   ", loop_report(ck.asm["cubin"]))
+        if opts.get("ttgir"):
+            with open(f"{opts['ttgir']}.{name}.ttgir", "w") as f:
+                f.write(ck.asm["ttgir"])
     except Exception as e:  # noqa: BLE001
         print(f"{name}: FAILED {type(e).__name__}: {str(e)[:2000]}")
