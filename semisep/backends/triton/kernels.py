@@ -186,6 +186,18 @@ def ssd_gram_kernel(B_ptr, C_ptr, gl_ptr, T, G, N, Q: tl.constexpr, BN: tl.const
 
 
 @triton.jit
+def _bwd_state_step(S, u, to_end, e_tot, Bt, FACTORED: tl.constexpr, PREC: tl.constexpr):
+    """The state after a chunk, ``exp(l_end) S + (xs exp(l_end - l))^T B``, from ``u``:
+    ``xs exp(-l)`` (FACTORED) or xs."""
+    if FACTORED:
+        out = tl.dot(tl.trans(u), Bt, S, input_precision=PREC) * e_tot
+    else:
+        xd = (u.to(tl.float32) * to_end[:, None]).to(u.dtype)
+        out = tl.dot(tl.trans(xd), Bt, S * e_tot, input_precision=PREC)
+    return out
+
+
+@triton.jit
 def ssd_bwd_fwdsweep_kernel(
     x_ptr, dt_ptr, A_ptr, dtb_ptr, B_ptr, C_ptr, D_ptr, z_ptr, h0_ptr, seq_ptr, dy_ptr,
     dec_ptr, etot_ptr,
@@ -221,6 +233,7 @@ def ssd_bwd_fwdsweep_kernel(
     st_off, st_mask = _state_tile(b64, h, H, P, N, offs_p, offs_n)
     st_row0, st_loc = _state_rows(st_ptr, b64, h, H, NC, P, N, offs_p, offs_n)
 
+    NARROW: tl.constexpr = BN <= 64
     if HAS_H0:
         S = tl.load(h0_ptr + st_off, mask=st_mask, other=0.0).to(tl.float32)
     else:
@@ -247,6 +260,14 @@ def ssd_bwd_fwdsweep_kernel(
             u = (x.to(tl.float32) * (dtv * inv)[:, None]).to(dtype)
         else:
             L = _L_tile(hi, lo, e_in, inv, e_tot, offs_q, False, FACTOR)
+            u = xs   # for _bwd_state_step
+        # The order keeps few fp32 tiles live at once (Triton 3.6, sm_90, benchmarks/NOTES.md):
+        # P and its sums before dy S, whose row sums are taken before the dC dot accumulates
+        # into it; with n <= 64 (NARROW) the state is stored and its update issued first (one
+        # fp32 S live: 272 -> 72 B of stack), with n = 128 after the other dots (384 -> 120).
+        if NARROW:
+            _st(st_row0 + _slot_offset(c, P * N, WIDE) + st_loc,
+                S.to(st_ptr.dtype.element_ty), st_mask, EVEN)
         Gm = tl.dot(Ct, tl.trans(Bt), input_precision=PREC)
         if HAS_Z:
             zz = _ld(_tile(z_base, t, H * P, offs_p), m_tp, EVEN).to(tl.float32)
@@ -265,34 +286,43 @@ def ssd_bwd_fwdsweep_kernel(
             dyp = dyo * zz * sz
         else:
             dyp = dyo
-        if HAS_D:
-            dD_acc += tl.sum(dyp * x.to(tl.float32), axis=0)
         dyc = dyp.to(dtype)
-        dCs = tl.dot(dyc, S.to(dtype), input_precision=PREC)          # dy_i S, before e_in
-        _st(st_row0 + _slot_offset(c, P * N, WIDE) + st_loc, S.to(st_ptr.dtype.element_ty),
-            st_mask, EVEN)
+        Sb = S.to(dtype)
+        if NARROW:
+            S = _bwd_state_step(S, u, to_end, e_tot, Bt, FACTORED, PREC)
+        else:
+            _st(st_row0 + _slot_offset(c, P * N, WIDE) + st_loc,
+                S.to(st_ptr.dtype.element_ty), st_mask, EVEN)
         # P = G o L o M (fp32, strictly lower: the diagonal crosses nothing)
         strict = offs_q[:, None] > offs_q[None, :]
         if FACTORED:
             Mu = tl.dot(dyc, tl.trans(u), input_precision=PREC)      # dy_i . xs_j inv_j
-            Pm = tl.where(strict, Gm * Mu, 0.0) * e_in[:, None]
             Ml = tl.where(offs_q[:, None] >= offs_q[None, :], Mu, 0.0).to(dtype)
-            dC = tl.dot(Ml, Bt, dCs, input_precision=PREC) * e_in[:, None]
         else:
             M = tl.dot(dyc, tl.trans(xs), input_precision=PREC)
+            Ml = (M * L).to(dtype)
+        if HAS_D and not NARROW:
+            dD_acc += tl.sum(dyp * x.to(tl.float32), axis=0)
+        if FACTORED:
+            Pm = tl.where(strict, Gm * Mu, 0.0) * e_in[:, None]
+        else:
             Pm = tl.where(strict, Gm * L * M, 0.0)
-            dC = tl.dot((M * L).to(dtype), Bt, dCs * e_in[:, None], input_precision=PREC)
+        rowP = tl.sum(Pm, axis=1)
+        colP = tl.sum(Pm, axis=0)
+        dCs = tl.dot(dyc, Sb, input_precision=PREC)          # dy_i S, before e_in
         # w_t = r1off_t + sum_j P_tj - sum_i P_it: the pairs entering the chunk at t
         # (r1off_i = dy_i . exp(l_i) S_in C_i) and those inside it that start before or end at t
-        w = (tl.sum(dCs * Ct.to(tl.float32), axis=1) * e_in + tl.sum(Pm, axis=1)
-             - tl.sum(Pm, axis=0))
-        _put_grad(_tile(dC_base, t, dC_rs, offs_n), dC, m_tn, ATOMIC, EVEN)
-        _st(w_base + t, w, mask_t, EVEN)
+        r1off = tl.sum(dCs * Ct.to(tl.float32), axis=1) * e_in
+        if HAS_D and NARROW:
+            dD_acc += tl.sum(dyp * x.to(tl.float32), axis=0)
+        _st(w_base + t, r1off + rowP - colP, mask_t, EVEN)
+        if not NARROW:
+            S = _bwd_state_step(S, u, to_end, e_tot, Bt, FACTORED, PREC)
         if FACTORED:
-            S = tl.dot(tl.trans(u), Bt, S, input_precision=PREC) * e_tot
+            dC = tl.dot(Ml, Bt, dCs, input_precision=PREC) * e_in[:, None]
         else:
-            xd = (xs.to(tl.float32) * to_end[:, None]).to(dtype)
-            S = tl.dot(tl.trans(xd), Bt, S * e_tot, input_precision=PREC)
+            dC = tl.dot(Ml, Bt, dCs * e_in[:, None], input_precision=PREC)
+        _put_grad(_tile(dC_base, t, dC_rs, offs_n), dC, m_tn, ATOMIC, EVEN)
 
     if HAS_D:
         tl.store(dD_ptr + (b64 * H + h) * P + offs_p, dD_acc, mask=mask_p)
@@ -360,7 +390,6 @@ def ssd_bwd_revsweep_kernel(
         dS = tl.zeros((BP, BN), dtype=tl.float32)
     if HAS_D:
         Dv = _load_D(D_ptr, h, P, offs_p, D_PER_P)
-    offs_pp = tl.arange(0, BP)
 
     for i in range(0, NC):
         c = NC - 1 - i
@@ -382,45 +411,51 @@ def ssd_bwd_revsweep_kernel(
             xs = (xf * dtv[:, None]).to(dtype)
         else:
             xs = x
-        Gt = tl.dot(Bt, tl.trans(Ct), input_precision=PREC)   # Gt[j, i] = C_i . B_j
+        # The order keeps few 64 x 64 fp32 tiles live at once (Triton 3.6, sm_90: 360 -> 48 B
+        # of stack, benchmarks/NOTES.md): first all that reads the adjoint leaving the chunk
+        # (cross, its bf16 copy) and its update issued, so one fp32 dS is live; then dx; then
+        # the dla / ddt row; dB last.
+        S_in = _ld(st_row0 + _slot_offset(c, P * N, WIDE) + st_loc, st_mask,
+                   EVEN).to(tl.float32)
+        cross = tl.sum(tl.sum(dS * S_in, axis=1), axis=0) * e_tot
         # dxs = acc * rs (rows scaled once, with dt, for dx)
         if FACTORED:
             # L_ij = e_in_i inv_j, to_end_j = e_tot inv_j: with v = dy e_in (also the dS
             # update's operand) every term is inv_j times a product of unscaled tiles
             low = offs_q[None, :] >= offs_q[:, None]
             v = (dyp * e_in[:, None]).to(dtype)
-            Mvt = tl.dot(xs, tl.trans(v), input_precision=PREC)  # Mvt[j, i] = e_in_i M_ij
-            dSe = (dS * e_tot).to(dtype)
-            st = tl.dot(Bt, tl.trans(dSe), input_precision=PREC)
+            dS = dS * e_tot
+            dSx = dS.to(dtype)
+            dS = tl.dot(tl.trans(v), Ct, dS, input_precision=PREC)
+            Gt = tl.dot(Bt, tl.trans(Ct), input_precision=PREC)   # Gt[j, i] = C_i . B_j
+            WG = tl.where(low, Gt, 0.0).to(dtype)
+            st = tl.dot(Bt, tl.trans(dSx), input_precision=PREC)
             rs = inv
             r2off = tl.sum(xf * st, axis=1) * (dtv * rs)
-            acc = tl.dot(tl.where(low, Gt, 0.0).to(dtype), v, st, input_precision=PREC)
-            dB = tl.dot(tl.where(low, Mvt, 0.0).to(dtype), Ct,
-                        tl.dot(xs, dSe, input_precision=PREC),
-                        input_precision=PREC) * inv[:, None]
+            acc = tl.dot(WG, v, st, input_precision=PREC)
         else:
             Lt = _L_tile(hi, lo, e_in, inv, e_tot, offs_q, True, FACTOR)   # Lt[j, i] = L[i, j]
-            Mt = tl.dot(xs, tl.trans(dyc), input_precision=PREC)  # Mt[j, i] = dy_i . xs_j
-            GL = Gt * Lt
-            dSc = dS.to(dtype)
-            dxs_st = tl.dot(Bt, tl.trans(dSc), input_precision=PREC) * to_end[:, None]
+            dSx = dS.to(dtype)
+            dyd = (dyp * e_in[:, None]).to(dtype)
+            dS = tl.dot(tl.trans(dyd), Ct, dS * e_tot, input_precision=PREC)
+            Gt = tl.dot(Bt, tl.trans(Ct), input_precision=PREC)   # Gt[j, i] = C_i . B_j
+            WG = (Gt * Lt).to(dtype)
+            st = tl.dot(Bt, tl.trans(dSx), input_precision=PREC) * to_end[:, None]
             rs = tl.full((Q,), 1.0, tl.float32)
-            r2off = tl.sum(xs.to(tl.float32) * dxs_st, axis=1)
-            acc = tl.dot(GL.to(dtype), dyc, dxs_st, input_precision=PREC)
-            dB = tl.dot((Mt * Lt).to(dtype), Ct,
-                        tl.dot(xs, dSc, input_precision=PREC) * to_end[:, None],
-                        input_precision=PREC)
-        w = _ld(w_base + t, mask_t, EVEN)
-        S_in = _ld(st_row0 + _slot_offset(c, P * N, WIDE) + st_loc, st_mask, EVEN)
-        if FACTORED and S_in.dtype == dtype:
-            # <dS, S_in> e_tot as the trace of a dot on the state as stored and the adjoint
-            # as the other dots take it (dSe): S_in then streams through shared memory, not
-            # registers (proxy: 1751 -> 1595 instructions; the exact loop's grow)
-            Z = tl.dot(S_in, tl.trans(dSe), input_precision=PREC)
-            eye = offs_pp[:, None] == offs_pp[None, :]
-            cross = tl.sum(tl.sum(tl.where(eye, Z, 0.0), axis=1), axis=0)
+            r2off = tl.sum(xs.to(tl.float32) * st, axis=1)
+            acc = tl.dot(WG, dyc, st, input_precision=PREC)
+        xdx = tl.sum(acc * xf, axis=1) * rs
+        dx = acc * (rs * dtv)[:, None]
+        if HAS_D:
+            dx = _plus_D(dx, dyp, Dv, D_PER_P)
+        _st(_tile(dx_base, t, H * P, offs_p), dx.to(dx_ptr.dtype.element_ty), m_tp, EVEN)
+        if FACTORED:
+            Mvt = tl.dot(xs, tl.trans(v), input_precision=PREC)  # Mvt[j, i] = e_in_i M_ij
+            WM = tl.where(low, Mvt, 0.0).to(dtype)
         else:
-            cross = tl.sum(tl.sum(dS * S_in.to(tl.float32), axis=1), axis=0) * e_tot
+            Mt = tl.dot(xs, tl.trans(dyc), input_precision=PREC)  # Mt[j, i] = dy_i . xs_j
+            WM = (Mt * Lt).to(dtype)
+        w = _ld(w_base + t, mask_t, EVEN)
         # the pairs straddling t: inside the chunk and entering it (w, from the forward
         # sweep), leaving it (r2off), and crossing it (exp(l_end) <dS_out, S_in>)
         suf = tl.cumsum(w, axis=0, reverse=True) + (tl.cumsum(r2off, axis=0) - r2off)
@@ -429,22 +464,19 @@ def ssd_bwd_revsweep_kernel(
                                      HAS_DTB, HAS_SEQ, CLAMP_C)
         dla = (suf + cross) * keep
         if HAS_DT:
-            ddt = (tl.sum(acc * xf, axis=1) * rs + A_h * dla) * sig
+            ddt = (xdx + A_h * dla) * sig
             dA_acc, dA_err = _kahan_add(dA_acc, dA_err, tl.sum(dla * dtv, axis=0))
             ddtb_acc, ddtb_err = _kahan_add(ddtb_acc, ddtb_err, tl.sum(ddt, axis=0))
         else:
             ddt = dla
         _st(ddt_base + t * H, ddt, mask_t, EVEN)
-        _put_grad(_tile(dB_base, t, dB_rs, offs_n), dB, m_tn, ATOMIC, EVEN)
-        dx = acc * (rs * dtv)[:, None]
-        if HAS_D:
-            dx = _plus_D(dx, dyp, Dv, D_PER_P)
-        _st(_tile(dx_base, t, H * P, offs_p), dx.to(dx_ptr.dtype.element_ty), m_tp, EVEN)
         if FACTORED:
-            dS = tl.dot(tl.trans(v), Ct, dS * e_tot, input_precision=PREC)
+            dB = tl.dot(WM, Ct, tl.dot(xs, dSx, input_precision=PREC),
+                        input_precision=PREC) * inv[:, None]
         else:
-            dyd = (dyp * e_in[:, None]).to(dtype)
-            dS = tl.dot(tl.trans(dyd), Ct, dS * e_tot, input_precision=PREC)
+            dB = tl.dot(WM, Ct, tl.dot(xs, dSx, input_precision=PREC) * to_end[:, None],
+                        input_precision=PREC)
+        _put_grad(_tile(dB_base, t, dB_rs, offs_n), dB, m_tn, ATOMIC, EVEN)
 
     if STORE_DH0:
         tl.store(dh0_ptr + st_off, dS.to(dh0_ptr.dtype.element_ty), mask=st_mask)
