@@ -1,6 +1,6 @@
 #!/bin/bash
 # One device call: bash benchmarks/device_run.sh STEP... (steps below; benchmarks/NOTES.md).
-# Everything but the logs goes into one tar (the device returns at most 8 files).
+# Everything goes into one tar, $OUT/keep.tgz (the device returns at most 8 files).
 set -u
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
     --target /tmp/site .whl/*.whl
@@ -30,6 +30,7 @@ for step in "$@"; do
     checks) python3 benchmarks/gpu_ssd.py --quick-checks --skip-bench --out /tmp/keep/checks ;;
     *) eval "$step" ;;
   esac
+  tar czf $OUT/keep.tgz -C /tmp/keep .   # after every step: a call cut at its limit keeps the rest
 done
-tar czf $OUT/keep.tgz -C /tmp/keep . && ls -la $OUT
+ls -la $OUT
 echo "=== end $(date +%T)"

@@ -134,7 +134,8 @@ def ceilings():
 # checks
 # ---------------------------------------------------------------------------
 
-def checks(results, quick=False):
+def checks(results, quick=False, late=False):
+    """The correctness checks; ``quick``: sections 1-3 only, ``late``: sections 4-6 only."""
     from semisep.backends.triton import naive, ssd, ssd_decode_step
     # the inputs drawn from the global generator (until run 17 unseeded: the all-extras
     # case's dA and dt_bias moved between runs with its random dt)
@@ -150,122 +151,125 @@ def checks(results, quick=False):
         if not good:
             results.setdefault("checks_failed", []).append(f"{name}: {val:.3e} > {tol:.0e}")
 
-    # 1. bf16 / fp32 / fp16, forward and backward, against the float64 chunked reference
-    for dtype, tol, (b, T, h, p, g, n) in [
-        (torch.bfloat16, 5e-3, (2, 4000, 32, 64, 1, 64)),
-        (torch.bfloat16, 5e-3, (1, 2048, 32, 64, 4, 128)),
-        (torch.bfloat16, 5e-3, (2, 1024, 8, 128, 1, 64)),   # p = 128: two p-blocks per head
-        (torch.bfloat16, 5e-3, (2, 1000, 8, 32, 1, 64)),    # p = 32: p-blocks of 32 (run 19)
-        # the other block shapes pick_config makes: n of 16, 32, 256 and p of 16, 256
-        (torch.bfloat16, 5e-3, (1, 1000, 4, 64, 1, 16)),
-        (torch.bfloat16, 5e-3, (1, 1000, 4, 64, 1, 32)),
-        (torch.bfloat16, 5e-3, (1, 1000, 4, 64, 1, 256)),
-        (torch.bfloat16, 5e-3, (1, 1000, 4, 16, 1, 64)),
-        (torch.bfloat16, 5e-3, (1, 1000, 4, 256, 1, 64)),
-        (torch.float32, 1e-5, (1, 1000, 8, 64, 2, 64)),
-        (torch.float16, 5e-3, (2, 1000, 8, 64, 1, 64)),     # float16: the exact loop only
-    ]:
-        x, dt, A, B, C, D = make_inputs(b, T, h, p, g, n, dtype, seed=1)
+    if not late:
+        # 1. bf16 / fp32 / fp16, forward and backward, against the float64 chunked reference
+        for dtype, tol, (b, T, h, p, g, n) in [
+            (torch.bfloat16, 5e-3, (2, 4000, 32, 64, 1, 64)),
+            (torch.bfloat16, 5e-3, (1, 2048, 32, 64, 4, 128)),
+            (torch.bfloat16, 5e-3, (2, 1024, 8, 128, 1, 64)),   # p = 128: two p-blocks per head
+            (torch.bfloat16, 5e-3, (2, 1000, 8, 32, 1, 64)),    # p = 32: p-blocks of 32 (run 19)
+            # the other block shapes pick_config makes: n of 16, 32, 256 and p of 16, 256
+            (torch.bfloat16, 5e-3, (1, 1000, 4, 64, 1, 16)),
+            (torch.bfloat16, 5e-3, (1, 1000, 4, 64, 1, 32)),
+            (torch.bfloat16, 5e-3, (1, 1000, 4, 64, 1, 256)),
+            (torch.bfloat16, 5e-3, (1, 1000, 4, 16, 1, 64)),
+            (torch.bfloat16, 5e-3, (1, 1000, 4, 256, 1, 64)),
+            (torch.float32, 1e-5, (1, 1000, 8, 64, 2, 64)),
+            (torch.float16, 5e-3, (2, 1000, 8, 64, 1, 64)),     # float16: the exact loop only
+        ]:
+            x, dt, A, B, C, D = make_inputs(b, T, h, p, g, n, dtype, seed=1)
+            h0 = torch.randn(b, h, p, n, device="cuda")
+            ins = [x, dt, A, B, C, D, h0]
+            for t in ins:
+                t.requires_grad_(True)
+            y, hT = ssd(x, None, B, C, dt=dt, A=A, D=D, initial_state=h0, return_final_state=True)
+            gy = torch.randn_like(y)
+            gs = torch.randn_like(hT)
+            grads = torch.autograd.grad((y.float() * gy.float()).sum() + (hT * gs).sum(), ins)
+            yr, sr = naive.ssd_reference_chunked(x, None, B, C, dt=dt, A=A, D=D, initial_state=h0)
+            gref = torch.autograd.grad((yr * gy.double()).sum() + (sr * gs.double()).sum(), ins)
+            tag = f"{str(dtype)[6:]} b{b} T{T} h{h} p{p} g{g} n{n}"
+            if dtype == torch.bfloat16 and n == 64:
+                y2 = ssd(x, None, B, C, dt=dt, A=A, D=D, initial_state=h0, fp32_states=True)
+                g2 = torch.autograd.grad((y2.float() * gy.float()).sum(), (dt, A))
+                yr2, _ = naive.ssd_reference_chunked(x, None, B, C, dt=dt, A=A, D=D,
+                                                     initial_state=h0)
+                gr2 = torch.autograd.grad((yr2 * gy.double()).sum(), (dt, A))
+                report(f"{tag} ddt (fp32 states)", rel(g2[0], gr2[0]), tol)
+                report(f"{tag} dA (fp32 states)", rel(g2[1], gr2[1]), tol)
+            report(f"{tag} y", rel(y, yr), tol)
+            report(f"{tag} final", rel(hT, sr), tol)
+            for nm, a, r in zip(["dx", "ddt", "dA", "dB", "dC", "dD", "dh0"], grads, gref):
+                report(f"{tag} {nm}", rel(a, r), tol)
+            del x, dt, A, B, C, D, h0, y, hT, yr, sr, grads, gref
+            torch.cuda.empty_cache()
+
+        # 2. all the extras (bf16): z, D (h,p), dt_bias + softplus, seq_idx, initial state
+        b, T, h, p, g, n = 2, 3000, 8, 64, 2, 64
+        x, dt, A, B, C, _ = make_inputs(b, T, h, p, g, n, torch.bfloat16, seed=2)
+        dt = torch.randn(b, T, h, device="cuda") - 3
+        D = torch.randn(h, p, device="cuda")
+        z = torch.randn(b, T, h, p, device="cuda").to(torch.bfloat16)
+        dtb = torch.randn(h, device="cuda") * 0.5
         h0 = torch.randn(b, h, p, n, device="cuda")
-        ins = [x, dt, A, B, C, D, h0]
+        seq = torch.zeros(b, T, dtype=torch.int32, device="cuda")
+        seq[:, 700:] = 1
+        seq[:, 2100:] = 2
+        seq[1, 1500:] = 5
+        ins = [x, dt, A, B, C, D, z, dtb, h0]
         for t in ins:
             t.requires_grad_(True)
-        y, hT = ssd(x, None, B, C, dt=dt, A=A, D=D, initial_state=h0, return_final_state=True)
+        kw = dict(dt=dt, A=A, D=D, z=z, dt_bias=dtb, dt_softplus=True, seq_idx=seq,
+                  initial_state=h0)
+        y, hT = ssd(x, None, B, C, return_final_state=True, **kw)
         gy = torch.randn_like(y)
         gs = torch.randn_like(hT)
         grads = torch.autograd.grad((y.float() * gy.float()).sum() + (hT * gs).sum(), ins)
-        yr, sr = naive.ssd_reference_chunked(x, None, B, C, dt=dt, A=A, D=D, initial_state=h0)
+        yr, sr = naive.ssd_reference_chunked(x, None, B, C, **kw)
         gref = torch.autograd.grad((yr * gy.double()).sum() + (sr * gs.double()).sum(), ins)
-        tag = f"{str(dtype)[6:]} b{b} T{T} h{h} p{p} g{g} n{n}"
-        if dtype == torch.bfloat16 and n == 64:
-            y2 = ssd(x, None, B, C, dt=dt, A=A, D=D, initial_state=h0, fp32_states=True)
-            g2 = torch.autograd.grad((y2.float() * gy.float()).sum(), (dt, A))
-            yr2, _ = naive.ssd_reference_chunked(x, None, B, C, dt=dt, A=A, D=D, initial_state=h0)
-            gr2 = torch.autograd.grad((yr2 * gy.double()).sum(), (dt, A))
-            report(f"{tag} ddt (fp32 states)", rel(g2[0], gr2[0]), tol)
-            report(f"{tag} dA (fp32 states)", rel(g2[1], gr2[1]), tol)
-        report(f"{tag} y", rel(y, yr), tol)
-        report(f"{tag} final", rel(hT, sr), tol)
-        for nm, a, r in zip(["dx", "ddt", "dA", "dB", "dC", "dD", "dh0"], grads, gref):
-            report(f"{tag} {nm}", rel(a, r), tol)
-        del x, dt, A, B, C, D, h0, y, hT, yr, sr, grads, gref
-        torch.cuda.empty_cache()
+        report("extras y", rel(y, yr), 5e-3)
+        for nm, a, r in zip(["dx", "ddt", "dA", "dB", "dC", "dD", "dz", "ddt_bias", "dh0"],
+                            grads, gref):
+            report(f"extras {nm}", rel(a, r), 5e-3)
+        # per-sequence: the second sequence alone equals its slice
+        y2 = ssd(x[:, 700:2100].detach(), None, B[:, 700:2100].detach(), C[:, 700:2100].detach(),
+                 dt=dt[:, 700:2100].detach(), A=A.detach(), D=D.detach(), z=z[:, 700:2100].detach(),
+                 dt_bias=dtb.detach(), dt_softplus=True)
+        report("seq_idx == per-sequence", rel(y[0, 700:1500], y2[0, :800]), 1e-2)
 
-    # 2. all the extras (bf16): z, D (h,p), dt_bias + softplus, seq_idx, initial state
-    b, T, h, p, g, n = 2, 3000, 8, 64, 2, 64
-    x, dt, A, B, C, _ = make_inputs(b, T, h, p, g, n, torch.bfloat16, seed=2)
-    dt = torch.randn(b, T, h, device="cuda") - 3
-    D = torch.randn(h, p, device="cuda")
-    z = torch.randn(b, T, h, p, device="cuda").to(torch.bfloat16)
-    dtb = torch.randn(h, device="cuda") * 0.5
-    h0 = torch.randn(b, h, p, n, device="cuda")
-    seq = torch.zeros(b, T, dtype=torch.int32, device="cuda")
-    seq[:, 700:] = 1
-    seq[:, 2100:] = 2
-    seq[1, 1500:] = 5
-    ins = [x, dt, A, B, C, D, z, dtb, h0]
-    for t in ins:
-        t.requires_grad_(True)
-    kw = dict(dt=dt, A=A, D=D, z=z, dt_bias=dtb, dt_softplus=True, seq_idx=seq, initial_state=h0)
-    y, hT = ssd(x, None, B, C, return_final_state=True, **kw)
-    gy = torch.randn_like(y)
-    gs = torch.randn_like(hT)
-    grads = torch.autograd.grad((y.float() * gy.float()).sum() + (hT * gs).sum(), ins)
-    yr, sr = naive.ssd_reference_chunked(x, None, B, C, **kw)
-    gref = torch.autograd.grad((yr * gy.double()).sum() + (sr * gs.double()).sum(), ins)
-    report("extras y", rel(y, yr), 5e-3)
-    for nm, a, r in zip(["dx", "ddt", "dA", "dB", "dC", "dD", "dz", "ddt_bias", "dh0"],
-                        grads, gref):
-        report(f"extras {nm}", rel(a, r), 5e-3)
-    # per-sequence: the second sequence alone equals its slice
-    y2 = ssd(x[:, 700:2100].detach(), None, B[:, 700:2100].detach(), C[:, 700:2100].detach(),
-             dt=dt[:, 700:2100].detach(), A=A.detach(), D=D.detach(), z=z[:, 700:2100].detach(),
-             dt_bias=dtb.detach(), dt_softplus=True)
-    report("seq_idx == per-sequence", rel(y[0, 700:1500], y2[0, :800]), 1e-2)
+        # 3. extreme log-decays in [-1e4, 0] with -inf resets: finite, and close to reference
+        b, T, h, p, g, n = 2, 2000, 8, 64, 1, 64
+        x, _, _, B, C, _ = make_inputs(b, T, h, p, g, n, torch.bfloat16, seed=3)
+        la = -torch.exp(torch.empty(b, T, h, device="cuda").uniform_(-10, math.log(1e4)))
+        la[:, ::97] = float("-inf")
+        la[:, 5:40] = -1e4
+        ins = [x, la, B, C]
+        for t in ins:
+            t.requires_grad_(True)
+        y = ssd(x, la, B, C)
+        grads = torch.autograd.grad(y.float().sum(), ins)
+        fin = bool(torch.isfinite(y).all()) and all(bool(torch.isfinite(gg).all()) for gg in grads)
+        log(f"  {'ok ' if fin else 'BAD'} extreme decays finite (y and grads): {fin}")
+        ok &= fin
+        yr, _ = naive.ssd_reference_chunked(x, la, B, C)
+        report("extreme y", rel(y, yr), 5e-3)
+        results.setdefault("checks", {})["extreme_finite"] = fin
+        try:
+            chunk_gla, _ = load_fla()
+            hh = h
+            q = C.detach().expand(b, T, hh, n).contiguous()
+            k = B.detach().expand(b, T, hh, n).contiguous()
+            o, _ = chunk_gla(q, k, x.detach(), g=la.detach().float(), scale=1.0)
+            log(f"  fla chunk_simple_gla with -inf resets finite: {bool(torch.isfinite(o).all())}")
+        except Exception as e:  # noqa: BLE001
+            log(f"  fla reset check skipped: {type(e).__name__}: {e}")
 
-    # 3. extreme log-decays in [-1e4, 0] with -inf resets: finite, and close to reference
-    b, T, h, p, g, n = 2, 2000, 8, 64, 1, 64
-    x, _, _, B, C, _ = make_inputs(b, T, h, p, g, n, torch.bfloat16, seed=3)
-    la = -torch.exp(torch.empty(b, T, h, device="cuda").uniform_(-10, math.log(1e4)))
-    la[:, ::97] = float("-inf")
-    la[:, 5:40] = -1e4
-    ins = [x, la, B, C]
-    for t in ins:
-        t.requires_grad_(True)
-    y = ssd(x, la, B, C)
-    grads = torch.autograd.grad(y.float().sum(), ins)
-    fin = bool(torch.isfinite(y).all()) and all(bool(torch.isfinite(gg).all()) for gg in grads)
-    log(f"  {'ok ' if fin else 'BAD'} extreme decays finite (y and grads): {fin}")
-    ok &= fin
-    yr, _ = naive.ssd_reference_chunked(x, la, B, C)
-    report("extreme y", rel(y, yr), 5e-3)
-    results.setdefault("checks", {})["extreme_finite"] = fin
-    try:
-        chunk_gla, _ = load_fla()
-        hh = h
-        q = C.detach().expand(b, T, hh, n).contiguous()
-        k = B.detach().expand(b, T, hh, n).contiguous()
-        o, _ = chunk_gla(q, k, x.detach(), g=la.detach().float(), scale=1.0)
-        log(f"  fla chunk_simple_gla with -inf resets finite: {bool(torch.isfinite(o).all())}")
-    except Exception as e:  # noqa: BLE001
-        log(f"  fla reset check skipped: {type(e).__name__}: {e}")
-
-    # another CUDA device than the current one (the kernels must launch on the inputs' device)
-    if torch.cuda.device_count() > 1:
-        runs = []
-        inputs = make_inputs(2, 300, 4, 64, 1, 64, torch.bfloat16, seed=7, device="cuda:0")
-        for dev in ("cuda:0", "cuda:1"):
-            x, dt, A, B, C, D = [t.to(dev).detach().clone() for t in inputs]
-            x.requires_grad_(True)
-            B.requires_grad_(True)
-            y = ssd(x, None, B, C, dt=dt, A=A, D=D)
-            dx, dB = torch.autograd.grad(y.float().square().sum(), (x, B))
-            runs.append([t.detach().cpu() for t in (y, dx, dB)])
-        log(f"  current device during the cuda:1 run: cuda:{torch.cuda.current_device()}")
-        for nm, a0, a1 in zip(("y", "dx", "dB"), *runs):
-            report(f"cuda:1 == cuda:0 {nm}", rel(a1, a0), 1e-5)
-    else:
-        log("  device index check skipped: one GPU")
+        # another CUDA device than the current one (the kernels must launch on the inputs' device)
+        if torch.cuda.device_count() > 1:
+            runs = []
+            inputs = make_inputs(2, 300, 4, 64, 1, 64, torch.bfloat16, seed=7, device="cuda:0")
+            for dev in ("cuda:0", "cuda:1"):
+                x, dt, A, B, C, D = [t.to(dev).detach().clone() for t in inputs]
+                x.requires_grad_(True)
+                B.requires_grad_(True)
+                y = ssd(x, None, B, C, dt=dt, A=A, D=D)
+                dx, dB = torch.autograd.grad(y.float().square().sum(), (x, B))
+                runs.append([t.detach().cpu() for t in (y, dx, dB)])
+            log(f"  current device during the cuda:1 run: cuda:{torch.cuda.current_device()}")
+            for nm, a0, a1 in zip(("y", "dx", "dB"), *runs):
+                report(f"cuda:1 == cuda:0 {nm}", rel(a1, a0), 1e-5)
+        else:
+            log("  device index check skipped: one GPU")
 
     if quick:
         results["checks_ok"] = ok
@@ -486,6 +490,9 @@ def main():
     ap.add_argument("--skip-checks", action="store_true")
     ap.add_argument("--skip-bench", action="store_true")
     ap.add_argument("--quick-checks", action="store_true")
+    ap.add_argument("--late-checks", action="store_true",
+                    help="only the checks after the quick ones (2^31+ elements, torch.compile, "
+                         "decode)")
     ap.add_argument("--Ns", default="64,128")
     ap.add_argument("--Ts", default="1024,2048,4096,8192,16384")
     ap.add_argument("--impls", default="mamba,fla,sdpa",
@@ -509,7 +516,7 @@ def main():
     log("ceilings", results["ceilings"])
     if not args.skip_checks:
         try:
-            checks(results, quick=args.quick_checks)
+            checks(results, quick=args.quick_checks, late=args.late_checks)
         except Exception:  # noqa: BLE001
             log("checks crashed:\n" + traceback.format_exc())
             results["checks_ok"] = False
