@@ -289,7 +289,9 @@ def checks(results, quick=False, late=False):
     del x, y, y2, B, C, dt
     torch.cuda.empty_cache()
 
-    # 5. torch.compile: compiled == eager, forward and backward
+    # 5. torch.compile: compiled == eager, forward and backward. Deterministic mode: by
+    # default dB and dC are fp32 atomic sums over heads, whose order varies from run to run
+    # (s6-4: 7.4e-6 between two runs once rounded to bf16), so only this mode can be exact
     try:
         x, dt, A, B, C, D = make_inputs(2, 1000, 8, 64, 1, 64, torch.bfloat16, seed=4)
         for t in (x, dt, B, C):
@@ -299,12 +301,21 @@ def checks(results, quick=False, late=False):
             return ssd(x, None, B, C, dt=dt, A=A, D=D).float().square().sum()
 
         cf = torch.compile(f, fullgraph=True)
-        l1 = f(x, dt, B, C)
-        g1 = torch.autograd.grad(l1, (x, dt, B, C))
-        l2 = cf(x, dt, B, C)
-        g2 = torch.autograd.grad(l2, (x, dt, B, C))
+        torch.use_deterministic_algorithms(True)
+        try:
+            l1 = f(x, dt, B, C)
+            g1 = torch.autograd.grad(l1, (x, dt, B, C))
+            l2 = cf(x, dt, B, C)
+            g2 = torch.autograd.grad(l2, (x, dt, B, C))
+        finally:
+            torch.use_deterministic_algorithms(False)
         report("torch.compile loss", abs((l1 - l2).item()) / abs(l1.item()), 1e-6)
-        report("torch.compile grads", max(rel(a, c) for a, c in zip(g2, g1)), 1e-6)
+        report("torch.compile grads (deterministic)",
+               max(rel(a, c) for a, c in zip(g2, g1)), 1e-6)
+        l3 = cf(x, dt, B, C)
+        g3 = torch.autograd.grad(l3, (x, dt, B, C))
+        report("torch.compile grads (atomic dB, dC)",
+               max(rel(a, c) for a, c in zip(g3, g1)), 1e-4)
     except Exception as e:  # noqa: BLE001
         ok = False
         log(f"  BAD torch.compile: {type(e).__name__}: {e}")
