@@ -269,11 +269,12 @@ def ssd_bwd_fwdsweep_kernel(
             _st(st_row0 + _slot_offset(c, P * N, WIDE) + st_loc,
                 S.to(st_ptr.dtype.element_ty), st_mask, EVEN)
         Gm = tl.dot(Ct, tl.trans(Bt), input_precision=PREC)
+        Sb = S.to(dtype)
         if HAS_Z:
             zz = _ld(_tile(z_base, t, H * P, offs_p), m_tp, EVEN).to(tl.float32)
             sz = tl.sigmoid(zz)
             # recompute y (pre-gate) for dz
-            yv = tl.dot(Ct, tl.trans(S.to(dtype)), input_precision=PREC)
+            yv = tl.dot(Ct, tl.trans(Sb), input_precision=PREC)
             if FACTORED:
                 Wl = tl.where(offs_q[:, None] >= offs_q[None, :], Gm, 0.0).to(dtype)
                 yv = tl.dot(Wl, u, yv, input_precision=PREC) * e_in[:, None]
@@ -287,7 +288,6 @@ def ssd_bwd_fwdsweep_kernel(
         else:
             dyp = dyo
         dyc = dyp.to(dtype)
-        Sb = S.to(dtype)
         if NARROW:
             S = _bwd_state_step(S, u, to_end, e_tot, Bt, FACTORED, PREC)
         else:
