@@ -9,8 +9,9 @@ mkdir -p /tmp/keep
 for step in "$@"; do
   echo "=== $step $(date +%T)"
   case $step in
-    ncu)  # counters, stall reasons and per-SASS-line samples of the three sweeps (T = 4K)
-      for k in ssd_fwd_kernel ssd_bwd_fwdsweep_kernel ssd_bwd_revsweep_kernel; do
+    ncu)  # counters, stall reasons and per-SASS-line samples of the three sweeps (T = 4K;
+          # NCU_KERNELS="name ..." picks some)
+      for k in ${NCU_KERNELS:-ssd_fwd_kernel ssd_bwd_fwdsweep_kernel ssd_bwd_revsweep_kernel}; do
         ncu --clock-control none --set full --import-source yes -k regex:$k -c 1 \
             -o /tmp/keep/$k python3 benchmarks/gpu_small.py ncu > /tmp/keep/ncu_$k.log 2>&1
         tail -1 /tmp/keep/ncu_$k.log

@@ -1,10 +1,10 @@
 """Where the time of one SSD call goes on the GPU: per-kernel device time and host time.
 
-    python benchmarks/gpu_profile.py [--Ts 1024,16384] [--variants name:ENV=VAL;...] [--fla]
+    python benchmarks/gpu_profile.py [--Ts 1024,16384] [--n 64] [--variants name:ENV=VAL;...] [--fla]
                                      [--cprofile N] [--sections]
 
-For each T and variant, forward and forward+backward (b=8, h=32, p=64, g=1, N=64, bf16, the
-inputs of gpu_ssd.py): the device time of every kernel (torch.profiler, mean over 5 calls),
+For each T and variant, forward and forward+backward (b=8, h=32, p=64, g=1, N=64 or ``--n``,
+bf16, the inputs of gpu_ssd.py): the device time of every kernel (torch.profiler, mean over 5 calls),
 their sum, and the host time of one call, measured while the GPU is held busy by a sleep
 kernel (so the calls only queue: the time is Python, dispatch and launches alone). A call
 whose host time exceeds its device time is bound by the host at that size. ``--cprofile N``
@@ -116,6 +116,7 @@ def sections(T, b=8, h=32, p=64, g=1, n=64):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--Ts", default="1024,16384")
+    ap.add_argument("--n", type=int, default=64, help="state size N")
     ap.add_argument("--variants", nargs="*", default=["default:"])
     ap.add_argument("--fla", action="store_true")
     ap.add_argument("--cprofile", type=int, default=0)
@@ -126,7 +127,7 @@ def main():
             sections(T)
         return
     from semisep.backends.triton import ssd
-    b, h, p, g, n = 8, 32, 64, 1, 64
+    b, h, p, g, n = 8, 32, 64, 1, args.n
     for T in [int(s) for s in args.Ts.split(",")]:
         x, dt, A, B, C, D = make_inputs(b, T, h, p, g, n, torch.bfloat16, seed=T + n)
         gy = torch.randn_like(x)
@@ -139,8 +140,8 @@ def main():
             det = env.pop("DETERMINISTIC", None) == "1"
             torch.use_deterministic_algorithms(det, warn_only=True)
             try:
-                report(f"T={T} semisep[{vname}] fwd", lambda: ssd(x, None, B, C, dt=dt, A=A, D=D))
-                report(f"T={T} semisep[{vname}] fwd+bwd", lambda: torch.autograd.grad(
+                report(f"T={T} N={n} semisep[{vname}] fwd", lambda: ssd(x, None, B, C, dt=dt, A=A, D=D))
+                report(f"T={T} N={n} semisep[{vname}] fwd+bwd", lambda: torch.autograd.grad(
                     ssd(xg, None, Bg, Cg, dt=dtg, A=A, D=D), (xg, dtg, Bg, Cg), gy),
                     args.cprofile)
             finally:

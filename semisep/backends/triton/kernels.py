@@ -341,7 +341,8 @@ def ssd_bwd_revsweep_kernel(
     Q: tl.constexpr, BP: tl.constexpr, BN: tl.constexpr, PREC: tl.constexpr,
     CLAMP_C: tl.constexpr, PRE: tl.constexpr = False, FACTOR: tl.constexpr = True,
     ATOMIC: tl.constexpr = False, FAST: tl.constexpr = False, FACTORED: tl.constexpr = False,
-    EVEN: tl.constexpr = False, WIDE: tl.constexpr = False,
+    EVEN: tl.constexpr = False, WIDE: tl.constexpr = False, CROSS_DOT: tl.constexpr = False,
+    E_ON_C: tl.constexpr = False,
 ):
     """dx, dB, d h0 and the gradient of the raw dt (or log_a), each partial over p-blocks.
     FAST, FACTORED, WIDE: as in :func:`ssd_bwd_fwdsweep_kernel`.
@@ -399,13 +400,14 @@ def ssd_bwd_revsweep_kernel(
             seq_ptr, b64, h, H, T, t, HAS_DT, DT_SOFTPLUS, HAS_DTB, HAS_SEQ, CLAMP_C)
         mask_t, m_tp, m_tn, x, Bt, Ct = _chunk_inputs(x_base, B_base, C_base, t, T, H, G, P, N,
                                                       offs_p, offs_n, EVEN)
-        dyo = _ld(_tile(dy_base, t, H * P, offs_p), m_tp, EVEN).to(tl.float32)
+        dyt = _ld(_tile(dy_base, t, H * P, offs_p), m_tp, EVEN)
         if HAS_Z:
             zz = _ld(_tile(z_base, t, H * P, offs_p), m_tp, EVEN).to(tl.float32)
-            dyp = dyo * zz * tl.sigmoid(zz)
+            dyp = dyt.to(tl.float32) * zz * tl.sigmoid(zz)
+            dyc = dyp.to(dtype)
         else:
-            dyp = dyo
-        dyc = dyp.to(dtype)
+            dyp = dyt
+            dyc = dyt
         xf = x.to(tl.float32)
         if HAS_DT:
             xs = (xf * dtv[:, None]).to(dtype)
@@ -415,43 +417,63 @@ def ssd_bwd_revsweep_kernel(
         # of stack, benchmarks/NOTES.md): first all that reads the adjoint leaving the chunk
         # (cross, its bf16 copy) and its update issued, so one fp32 dS is live; then dx; then
         # the dla / ddt row; dB last.
-        S_in = _ld(st_row0 + _slot_offset(c, P * N, WIDE) + st_loc, st_mask,
-                   EVEN).to(tl.float32)
-        cross = tl.sum(tl.sum(dS * S_in, axis=1), axis=0) * e_tot
+        if CROSS_DOT:
+            # <dS_out, S_in> as the trace of a dot (below), so that S_in is a dot operand,
+            # which the pipeliner copies ahead asynchronously
+            S_in = _ld(st_row0 + _slot_offset(c, P * N, WIDE) + st_loc, st_mask,
+                       EVEN).to(dtype)
+        else:
+            S_in = _ld(st_row0 + _slot_offset(c, P * N, WIDE) + st_loc, st_mask,
+                       EVEN).to(tl.float32)
+            cross = tl.sum(tl.sum(dS * S_in, axis=1), axis=0) * e_tot
+        # dy^T diag(e_in) C as dyv^T Cv. E_ON_C: Cv = e_in C, and every dot takes the loaded
+        # dy tile itself, which the pipeliner then copies ahead asynchronously (a computed
+        # operand is loaded where it is used: the loop's longest wait, H200 ncu s7-1)
+        if E_ON_C:
+            dyv = dyc
+            Cv = (Ct.to(tl.float32) * e_in[:, None]).to(dtype)
+        else:
+            dyv = (dyp.to(tl.float32) * e_in[:, None]).to(dtype)
+            Cv = Ct
         # dxs = acc * rs (rows scaled once, with dt, for dx)
         if FACTORED:
-            # L_ij = e_in_i inv_j, to_end_j = e_tot inv_j: with v = dy e_in (also the dS
-            # update's operand) every term is inv_j times a product of unscaled tiles
+            # L_ij = e_in_i inv_j, to_end_j = e_tot inv_j: every term is inv_j times a
+            # product of unscaled tiles and dyv, Cv (one of which carries e_in)
             low = offs_q[None, :] >= offs_q[:, None]
-            v = (dyp * e_in[:, None]).to(dtype)
             dS = dS * e_tot
             dSx = dS.to(dtype)
-            dS = tl.dot(tl.trans(v), Ct, dS, input_precision=PREC)
-            Gt = tl.dot(Bt, tl.trans(Ct), input_precision=PREC)   # Gt[j, i] = C_i . B_j
+            dS = tl.dot(tl.trans(dyv), Cv, dS, input_precision=PREC)
+            Gt = tl.dot(Bt, tl.trans(Cv), input_precision=PREC)   # Gt[j, i] = Cv_i . B_j
             WG = tl.where(low, Gt, 0.0).to(dtype)
             st = tl.dot(Bt, tl.trans(dSx), input_precision=PREC)
             rs = inv
             r2off = tl.sum(xf * st, axis=1) * (dtv * rs)
-            acc = tl.dot(WG, v, st, input_precision=PREC)
+            acc = tl.dot(WG, dyv, st, input_precision=PREC)
         else:
             Lt = _L_tile(hi, lo, e_in, inv, e_tot, offs_q, True, FACTOR)   # Lt[j, i] = L[i, j]
             dSx = dS.to(dtype)
-            dyd = (dyp * e_in[:, None]).to(dtype)
-            dS = tl.dot(tl.trans(dyd), Ct, dS * e_tot, input_precision=PREC)
+            dS = tl.dot(tl.trans(dyv), Cv, dS * e_tot, input_precision=PREC)
             Gt = tl.dot(Bt, tl.trans(Ct), input_precision=PREC)   # Gt[j, i] = C_i . B_j
             WG = (Gt * Lt).to(dtype)
             st = tl.dot(Bt, tl.trans(dSx), input_precision=PREC) * to_end[:, None]
             rs = tl.full((Q,), 1.0, tl.float32)
             r2off = tl.sum(xs.to(tl.float32) * st, axis=1)
             acc = tl.dot(WG, dyc, st, input_precision=PREC)
+        if CROSS_DOT:
+            # dSx: dS_out in x's dtype (times exp(l_end) when FACTORED); cross = tr(dSx^T S_in)
+            sq = tl.dot(tl.trans(dSx), S_in, input_precision=PREC)
+            diag = offs_n[:, None] == offs_n[None, :]
+            cross = tl.sum(tl.sum(tl.where(diag, sq, 0.0), axis=1), axis=0)
+            if not FACTORED:
+                cross = cross * e_tot
         xdx = tl.sum(acc * xf, axis=1) * rs
         dx = acc * (rs * dtv)[:, None]
         if HAS_D:
-            dx = _plus_D(dx, dyp, Dv, D_PER_P)
+            dx = _plus_D(dx, dyp.to(tl.float32), Dv, D_PER_P)
         _st(_tile(dx_base, t, H * P, offs_p), dx.to(dx_ptr.dtype.element_ty), m_tp, EVEN)
         if FACTORED:
-            Mvt = tl.dot(xs, tl.trans(v), input_precision=PREC)  # Mvt[j, i] = e_in_i M_ij
-            WM = tl.where(low, Mvt, 0.0).to(dtype)
+            Mt = tl.dot(xs, tl.trans(dyv), input_precision=PREC)  # Mt[j, i] = dyv_i . xs_j
+            WM = tl.where(low, Mt, 0.0).to(dtype)
         else:
             Mt = tl.dot(xs, tl.trans(dyc), input_precision=PREC)  # Mt[j, i] = dy_i . xs_j
             WM = (Mt * Lt).to(dtype)
@@ -471,7 +493,7 @@ def ssd_bwd_revsweep_kernel(
             ddt = dla
         _st(ddt_base + t * H, ddt, mask_t, EVEN)
         if FACTORED:
-            dB = tl.dot(WM, Ct, tl.dot(xs, dSx, input_precision=PREC),
+            dB = tl.dot(WM, Cv, tl.dot(xs, dSx, input_precision=PREC),
                         input_precision=PREC) * inv[:, None]
         else:
             dB = tl.dot(WM, Ct, tl.dot(xs, dSx, input_precision=PREC) * to_end[:, None],

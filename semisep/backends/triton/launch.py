@@ -160,13 +160,14 @@ def _sweeps_bwd(dy, dhT, x, dtla, A, B, C, D, z, dt_bias, h0, seq_idx, has_dt, d
                     dec, etot,
                     dC_part, w, o(dz), o(dD_part), states,
                     T, h, g, p, n, HAS_H0=h0 is not None, FACTORED=factored, **flags,
-                    **_launch_opts(cfg))
+                    **_launch_opts(dict(cfg, num_stages=cfg["fwd_sweep_stages"])))
             for factored in _launches(fast):
                 K.ssd_bwd_revsweep_kernel[grid](
                     x, dtla, o(A), o(dt_bias), Bx, Cx, o(D), o(z), o(seq_idx), dy, o(dhT),
                     dec, etot, states, w, dx, dB_part, ddt, dsum, o(dh0),
                     T, h, g, p, n, npb, HAS_DHT=dhT is not None, STORE_DH0=need_dh0,
-                    FACTORED=factored, **flags,
+                    FACTORED=factored, CROSS_DOT=bool(cfg["CROSS_DOT"]),
+                    E_ON_C=bool(cfg["E_ON_C"]), **flags,
                     **_launch_opts(cfg))
     else:
         if need_dh0:
