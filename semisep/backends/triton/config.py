@@ -36,8 +36,8 @@ def pick_config(p: int, n: int, chunk_size: Optional[int], dtype, kind: str = "f
     thread), for the forward ``UNROLL`` (chunks per loop iteration) and ``STATE_T`` (1: the
     state carried as (n, p), see
     :func:`kernels.ssd_fwd_kernel`; the default for n <= 64 and for p in blocks under 64), for
-    the backward ``fwd_sweep_stages`` (``num_stages`` is the reverse sweep's), ``E_ON_C`` and
-    ``EARLY`` (:func:`kernels.ssd_bwd_revsweep_kernel`).
+    the backward ``fwd_sweep_stages`` (``num_stages`` is the reverse sweep's) and ``E_ON_C``
+    (:func:`kernels.ssd_bwd_revsweep_kernel`).
     """
     BN = max(16, _pow2(n))
     BP = max(16, min(64, _pow2(p)))
@@ -52,7 +52,7 @@ def pick_config(p: int, n: int, chunk_size: Optional[int], dtype, kind: str = "f
     else:
         # the backward's forward sweep with 3 stages, its reverse sweep with 2 (H200 s7-1 at
         # T = 16K: 1.466 -> 1.339 ms and 1.862 -> 1.935 ms with 3 stages, which spill there)
-        cfg.update(num_stages=2, fwd_sweep_stages=3, E_ON_C=int(BN <= BP), EARLY=0)
+        cfg.update(num_stages=2, fwd_sweep_stages=3, E_ON_C=int(BN <= BP))
     return _overridden(cfg, f"SEMISEP_TRITON_{kind.upper()}")
 
 

@@ -342,7 +342,6 @@ def ssd_bwd_revsweep_kernel(
     CLAMP_C: tl.constexpr, PRE: tl.constexpr = False, FACTOR: tl.constexpr = True,
     ATOMIC: tl.constexpr = False, FAST: tl.constexpr = False, FACTORED: tl.constexpr = False,
     EVEN: tl.constexpr = False, WIDE: tl.constexpr = False, E_ON_C: tl.constexpr = False,
-    EARLY: tl.constexpr = False,
 ):
     """dx, dB, d h0 and the gradient of the raw dt (or log_a), each partial over p-blocks.
     FAST, FACTORED, WIDE: as in :func:`ssd_bwd_fwdsweep_kernel`.
@@ -401,13 +400,14 @@ def ssd_bwd_revsweep_kernel(
         mask_t, m_tp, m_tn, x, Bt, Ct = _chunk_inputs(x_base, B_base, C_base, t, T, H, G, P, N,
                                                       offs_p, offs_n, EVEN)
         dyt = _ld(_tile(dy_base, t, H * P, offs_p), m_tp, EVEN)
-        if EARLY:
-            # the loads no dot takes (so not copied ahead by the pipeliner) issued first
-            S_in = _ld(st_row0 + _slot_offset(c, P * N, WIDE) + st_loc, st_mask, EVEN)
-            w = _ld(w_base + t, mask_t, EVEN)
-            keep, sig = _dt_grad_factors(PRE, dec_ptr, tl.num_programs(1), NC, dt_ptr, A_ptr,
-                                         dtb_ptr, seq_ptr, b64, h, H, T, t, HAS_DT,
-                                         DT_SOFTPLUS, HAS_DTB, HAS_SEQ, CLAMP_C)
+        # the loads that no dot takes (so the pipeliner does not copy them ahead) are issued
+        # first, for their latency to pass behind the dots (H200 s7-3: 1.78 -> 1.58 ms at
+        # T = 16K, where w, keep and sig had been loaded just before their use)
+        S_in = _ld(st_row0 + _slot_offset(c, P * N, WIDE) + st_loc, st_mask, EVEN)
+        w = _ld(w_base + t, mask_t, EVEN)
+        keep, sig = _dt_grad_factors(PRE, dec_ptr, tl.num_programs(1), NC, dt_ptr, A_ptr,
+                                     dtb_ptr, seq_ptr, b64, h, H, T, t, HAS_DT, DT_SOFTPLUS,
+                                     HAS_DTB, HAS_SEQ, CLAMP_C)
         if HAS_Z:
             zz = _ld(_tile(z_base, t, H * P, offs_p), m_tp, EVEN).to(tl.float32)
             dyp = dyt.to(tl.float32) * zz * tl.sigmoid(zz)
@@ -424,8 +424,6 @@ def ssd_bwd_revsweep_kernel(
         # of stack, benchmarks/NOTES.md): first all that reads the adjoint leaving the chunk
         # (cross, its bf16 copy) and its update issued, so one fp32 dS is live; then dx; then
         # the dla / ddt row; dB last.
-        if not EARLY:
-            S_in = _ld(st_row0 + _slot_offset(c, P * N, WIDE) + st_loc, st_mask, EVEN)
         cross = tl.sum(tl.sum(dS * S_in.to(tl.float32), axis=1), axis=0) * e_tot
         # dy^T diag(e_in) C as dyv^T Cv. E_ON_C: Cv = e_in C, and every dot takes the loaded
         # dy tile itself, which the pipeliner then copies ahead asynchronously (a computed
@@ -471,15 +469,9 @@ def ssd_bwd_revsweep_kernel(
         else:
             Mt = tl.dot(xs, tl.trans(dyc), input_precision=PREC)  # Mt[j, i] = dy_i . xs_j
             WM = (Mt * Lt).to(dtype)
-        if not EARLY:
-            w = _ld(w_base + t, mask_t, EVEN)
         # the pairs straddling t: inside the chunk and entering it (w, from the forward
         # sweep), leaving it (r2off), and crossing it (exp(l_end) <dS_out, S_in>)
         suf = tl.cumsum(w, axis=0, reverse=True) + (tl.cumsum(r2off, axis=0) - r2off)
-        if not EARLY:
-            keep, sig = _dt_grad_factors(PRE, dec_ptr, tl.num_programs(1), NC, dt_ptr, A_ptr,
-                                         dtb_ptr, seq_ptr, b64, h, H, T, t, HAS_DT,
-                                         DT_SOFTPLUS, HAS_DTB, HAS_SEQ, CLAMP_C)
         dla = (suf + cross) * keep
         if HAS_DT:
             ddt = (xdx + A_h * dla) * sig

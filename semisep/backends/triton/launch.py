@@ -166,8 +166,7 @@ def _sweeps_bwd(dy, dhT, x, dtla, A, B, C, D, z, dt_bias, h0, seq_idx, has_dt, d
                     x, dtla, o(A), o(dt_bias), Bx, Cx, o(D), o(z), o(seq_idx), dy, o(dhT),
                     dec, etot, states, w, dx, dB_part, ddt, dsum, o(dh0),
                     T, h, g, p, n, npb, HAS_DHT=dhT is not None, STORE_DH0=need_dh0,
-                    FACTORED=factored, E_ON_C=bool(cfg["E_ON_C"]),
-                    EARLY=bool(cfg["EARLY"]), **flags,
+                    FACTORED=factored, E_ON_C=bool(cfg["E_ON_C"]), **flags,
                     **_launch_opts(cfg))
     else:
         if need_dh0:
