@@ -135,7 +135,7 @@ def ceilings():
 # ---------------------------------------------------------------------------
 
 def checks(results, quick=False, late=False):
-    """The correctness checks; ``quick``: sections 1-3 only, ``late``: sections 4-6 only."""
+    """The correctness checks; ``quick``: sections 1-3 only, ``late``: sections 4-7 only."""
     from semisep.backends.triton import naive, ssd, ssd_decode_step
     # the inputs drawn from the global generator (until run 17 unseeded: the all-extras
     # case's dA and dt_bias moved between runs with its random dt)
@@ -331,6 +331,41 @@ def checks(results, quick=False, late=False):
           for t in range(T)]
     report("decode y vs chunked", rel(torch.stack(ys, 1), y), 1e-2)
     report("decode state vs chunked", rel(st, hT), 1e-3)
+
+    # 7. the launch cache (fastlaunch) launches what Triton's own path launches: every output
+    # and gradient bit for bit (deterministic mode), all features, masked and unmasked loops
+    from semisep.backends.triton import fastlaunch
+    for T in (300, 512):
+        x, dt, A, B, C, D = make_inputs(2, T, 8, 64, 2, 64, torch.bfloat16, seed=6)
+        z = torch.randn_like(x)
+        h0 = torch.randn(2, 8, 64, 64, device="cuda")
+        seq = (torch.arange(T, device="cuda", dtype=torch.int32) // 200).expand(2, T).contiguous()
+        Dp = torch.randn(8, 64, device="cuda")
+        ins = [t.detach().clone().requires_grad_(True) for t in (x, dt, B, C, z, h0, Dp)]
+
+        def run(env):
+            os.environ["SEMISEP_TRITON_FAST_LAUNCH"] = env
+            xi, dti, Bi, Ci, zi, h0i, Di = ins
+            y, hT = ssd(xi, None, Bi, Ci, dt=dti, A=A, D=Di, z=zi, dt_bias=A * 0.1,
+                        dt_softplus=True, initial_state=h0i, seq_idx=seq,
+                        return_final_state=True)
+            g = torch.autograd.grad(y.float().square().sum() + hT.sum(), ins)
+            st = h0.clone()
+            yd = ssd_decode_step(st, x[:, 0], B[:, 0], C[:, 0], dt=dt[:, 0], A=A, D=D)
+            return (y, hT, yd, st) + g
+
+        torch.use_deterministic_algorithms(True)
+        try:
+            ref = run("0")
+            run("1")                                      # fills the cache
+            hits = len(fastlaunch._CACHE)
+            got = run("1")                                # launches from it
+        finally:
+            torch.use_deterministic_algorithms(False)
+            os.environ.pop("SEMISEP_TRITON_FAST_LAUNCH", None)
+        log(f"  launch cache: {hits} kernels (enabled: {fastlaunch._enabled()})")
+        report(f"cached launch == Triton's launch, T={T}",
+               max(rel(a, c) for a, c in zip(got, ref)), 0.0)
     results["checks_ok"] = ok
     return ok
 

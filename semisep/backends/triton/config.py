@@ -51,7 +51,9 @@ def pick_config(p: int, n: int, chunk_size: Optional[int], dtype, kind: str = "f
         cfg.update(num_stages=3, STATE_T=int(BN <= 64 or BP < 64))
     else:
         # the backward's forward sweep with 3 stages, its reverse sweep with 2 (H200 s7-1 at
-        # T = 16K: 1.466 -> 1.339 ms and 1.862 -> 1.935 ms with 3 stages, which spill there)
+        # T = 16K: 1.466 -> 1.339 ms and 1.862 -> 1.935 ms with 3 stages, which spill there);
+        # the reverse sweep's e_in on C where C's tile is not the larger (s7-2: 1.80 -> 1.78 ms
+        # at N = 64; 4.33 -> 6.06 ms at N = 128, whose C tiles are 32 x 128)
         cfg.update(num_stages=2, fwd_sweep_stages=3, E_ON_C=int(BN <= BP))
     return _overridden(cfg, f"SEMISEP_TRITON_{kind.upper()}")
 

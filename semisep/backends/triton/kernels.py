@@ -344,7 +344,9 @@ def ssd_bwd_revsweep_kernel(
     EVEN: tl.constexpr = False, WIDE: tl.constexpr = False, E_ON_C: tl.constexpr = False,
 ):
     """dx, dB, d h0 and the gradient of the raw dt (or log_a), each partial over p-blocks.
-    FAST, FACTORED, WIDE: as in :func:`ssd_bwd_fwdsweep_kernel`.
+    FAST, FACTORED, WIDE: as in :func:`ssd_bwd_fwdsweep_kernel`; E_ON_C: the chunk decays
+    ``e_in`` scale C rather than dy in ``dy^T diag(e_in) C`` and its relatives (the same
+    products; chosen where C's tile is not larger than dy's).
 
     ``dla_t = sum_{i >= t} w_i + sum_{j < t} r2off_j + exp(l_end) <dS_out, S_in>``: the
     pairs (s < t <= t') inside the chunk and entering it (``w``, from the forward sweep),

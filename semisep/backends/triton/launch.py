@@ -12,6 +12,7 @@ from . import kernels as K
 from .config import (_cdiv, _even, _factor, _fast, _gram, _launch_opts, _launches, _pre,
                      _prec, _wide, pick_config)
 from .decays import CLAMP, ssd_decays_kernel
+from .fastlaunch import launch
 
 
 def _device_ctx(t: torch.Tensor):
@@ -50,7 +51,8 @@ def _fwd(x, dtla, A, B, C, D, z, dt_bias, h0, seq_idx, has_dt, dt_softplus, chun
         gram = fast and _gram(h, g, n)
         gl = _gram_tiles(B, C, cfg, T) if gram else d
         for factored in _launches(fast):
-            K.ssd_fwd_kernel[grid](
+            launch(
+                K.ssd_fwd_kernel, grid,
                 x, dtla, A if A is not None else d, dt_bias if dt_bias is not None else d, B, C,
                 D if D is not None else d, z if z is not None else d,
                 h0 if h0 is not None else d, seq_idx if seq_idx is not None else d, dec, etot,
@@ -74,8 +76,8 @@ def _gram_tiles(B, C, cfg, T):
     Q = cfg["Q"]
     nc = _cdiv(T, Q)
     gl = torch.empty(b, g, nc, Q, Q, device=B.device, dtype=B.dtype)
-    K.ssd_gram_kernel[(nc, b * g)](B, C, gl, T, g, n, Q=Q, BN=cfg["BN"], PREC=_prec(B.dtype),
-                                   **_launch_opts(dict(cfg, num_stages=1)))
+    launch(K.ssd_gram_kernel, (nc, b * g), B, C, gl, T, g, n, Q=Q, BN=cfg["BN"],
+           PREC=_prec(B.dtype), **_launch_opts(dict(cfg, num_stages=1)))
     return gl
 
 
@@ -91,7 +93,8 @@ def _pre_decays(pre, x, dtla, A, dt_bias, seq_idx, has_dt, dt_softplus, Q, for_g
                       dtype=torch.float32)
     etot = torch.empty(b * h, nc, device=x.device, dtype=torch.float32)
     d = _dummy(x)
-    ssd_decays_kernel[(nc, b * h)](
+    launch(
+        ssd_decays_kernel, (nc, b * h),
         dtla, A if A is not None else d, dt_bias if dt_bias is not None else d,
         seq_idx if seq_idx is not None else d, dec, etot, T, h,
         HAS_DT=has_dt, DT_SOFTPLUS=dt_softplus, HAS_DTB=dt_bias is not None,
@@ -155,14 +158,16 @@ def _sweeps_bwd(dy, dhT, x, dtla, A, B, C, D, z, dt_bias, h0, seq_idx, has_dt, d
                                         cfg["Q"])
             flags.update(PRE=pre, FACTOR=_factor("bwd"), ATOMIC=atomic, FAST=fast)
             for factored in _launches(fast):
-                K.ssd_bwd_fwdsweep_kernel[grid](
+                launch(
+                    K.ssd_bwd_fwdsweep_kernel, grid,
                     x, dtla, o(A), o(dt_bias), Bx, Cx, o(D), o(z), o(h0), o(seq_idx), dy,
                     dec, etot,
                     dC_part, w, o(dz), o(dD_part), states,
                     T, h, g, p, n, HAS_H0=h0 is not None, FACTORED=factored, **flags,
                     **_launch_opts(dict(cfg, num_stages=cfg["fwd_sweep_stages"])))
             for factored in _launches(fast):
-                K.ssd_bwd_revsweep_kernel[grid](
+                launch(
+                    K.ssd_bwd_revsweep_kernel, grid,
                     x, dtla, o(A), o(dt_bias), Bx, Cx, o(D), o(z), o(seq_idx), dy, o(dhT),
                     dec, etot, states, w, dx, dB_part, ddt, dsum, o(dh0),
                     T, h, g, p, n, npb, HAS_DHT=dhT is not None, STORE_DH0=need_dh0,

@@ -15,6 +15,7 @@ import torch
 from . import kernels as K
 from .config import _cdiv, _interpret, _pow2, pick_config
 from .decays import CLAMP
+from .fastlaunch import launch
 from .launch import _bwd, _device_ctx, _dummy, _fwd
 
 __all__ = ["ssd", "ssd_decode_step", "supports_reason", "pick_config"]
@@ -285,7 +286,8 @@ def ssd_decode_step(state, x, B, C, *, log_a=None, dt=None, A=None, D=None, z=No
     BN = max(16, _pow2(n))
     d = _dummy(x)
     with _device_ctx(x):
-        K.ssd_decode_kernel[(_cdiv(p, BP), b * h)](
+        launch(
+            K.ssd_decode_kernel, (_cdiv(p, BP), b * h),
             state, x.contiguous(), dtla, _c(A) if A is not None else d,
             _c(dt_bias) if dt_bias is not None else d, B.contiguous(), C.contiguous(),
             _c(D) if D is not None else d, _c(z) if z is not None else d, y,
