@@ -184,14 +184,14 @@ def _sweeps_bwd(dy, dhT, x, dtla, A, B, C, D, z, dt_bias, h0, seq_idx, has_dt, d
     # one p-block (p <= 64): the partials are the sums
     ddt = ddt[0] if npb == 1 else ddt.sum(0)
     # over (p-blocks,) batch (and time): the gradients of A and dt_bias, per head
+    # (two sums, two buffers for dB, dC: the custom op's outputs may not alias one another)
     sums = (dsum[0].sum((0, 1)), dsum[1].sum((0, 1))) if has_dt else (None, None)
     if atomic:
         dB32, dC32 = dB_part.view(b, T, g, n), dC_part.view(b, T, g, n)
     else:
         dB32 = dB_part.view(npb, b, T, g, h // g, n).sum((0, 4))
         dC32 = dC_part.view(npb, b, T, g, h // g, n).sum((0, 4))
-    dDp = None if dD_part is None else dD_part
-    return dx, dz, ddt, sums, dB32, dC32, dDp, dh0
+    return dx, dz, ddt, sums, dB32, dC32, dD_part, dh0
 
 
 def _bwd(dy, dhT, x, dtla, A, B, C, D, z, dt_bias, h0, seq_idx, has_dt, dt_softplus,
@@ -211,8 +211,7 @@ def _bwd(dy, dhT, x, dtla, A, B, C, D, z, dt_bias, h0, seq_idx, has_dt, dt_softp
     dC = dC32.to(C.dtype)
     dD = None
     if D is not None:
-        dD = dD_part.sum(0)
-        dD = (dD if D.dim() == 2 else dD.sum(-1)).to(D.dtype)
+        dD = dD_part.sum((0,) if D.dim() == 2 else (0, 2)).to(D.dtype)
     if dh0 is not None and h0 is not None:
         dh0 = dh0.to(h0.dtype)
     return dx, ddtla, dA, dB, dC, dD, dz, ddtb, dh0
