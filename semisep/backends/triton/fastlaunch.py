@@ -1,8 +1,8 @@
 """Launching the SSD kernels with less host time: a cache of compiled kernels by specialization.
 
-``kernel[grid](*args, **kwargs)`` costs Triton 3.6 ~50 us of Python per call for kernels of
-~45 arguments (its binder specializes every argument and builds a cache key; H200 s7-6:
-launches were 36 % of a 1K-step forward+backward's host time). :func:`launch` does the same
+``kernel[grid](*args, **kwargs)`` makes Triton 3.6 specialize every argument and build a cache
+key on each call (25-35 us on a 2-core VM for the reverse sweep's ~45 arguments; on the H200's
+host, launches were 36 % of a 1K-step forward+backward's profiled host time, run s7-6). :func:`launch` does the same
 launch with a key of its own, ``(kernel, device, the keyword arguments, for each positional
 argument its specialization)``, mapped to the compiled kernel that Triton returned the first
 time, which it then launches directly (``CompiledKernel[grid](*all arguments)``).
@@ -51,7 +51,7 @@ def launch(kernel, grid, *args, **kwargs):
     if not _enabled():
         kernel[grid](*args, **kwargs)
         return
-    from triton import knobs
+    from triton import knobs    # here: triton.knobs is not in every Triton version
 
     specs = tuple(_spec(a) for a in args)
     if None in specs:
