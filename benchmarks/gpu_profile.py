@@ -85,8 +85,10 @@ def report(name, fn, top=0):
 
 
 def sections(T, b=8, h=32, p=64, g=1, n=64):
-    """Host ms of the pieces of a forward+backward call (GPU held busy, see host_ms)."""
+    """Host ms of the pieces of a forward+backward call (GPU held busy, see host_ms), and the
+    floors: an autograd.Function that launches nothing, single torch ops, one launch."""
     from semisep.backends.triton import decays, launch, ssd
+    from semisep.backends.triton.fastlaunch import launch as fast
     x, dt, A, B, C, D = make_inputs(b, T, h, p, g, n, torch.bfloat16, seed=T + n)
     gy = torch.randn_like(x)
     xg, dtg, Bg, Cg = [t.detach().clone().requires_grad_(True) for t in (x, dt, B, C)]
@@ -94,20 +96,45 @@ def sections(T, b=8, h=32, p=64, g=1, n=64):
     dec = torch.empty(8, b * h, nc * 64, device="cuda")     # the pre-pass writes 8 rows
     etot = torch.empty(b * h, nc, device="cuda")
     y = ssd(xg, None, Bg, Cg, dt=dtg, A=A, D=D)
+    f = torch.empty(b, h, T, device="cuda")
+
+    class Nothing(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, *a):
+            return a[0].new_empty(a[0].shape)
+
+        @staticmethod
+        def backward(ctx, gy):
+            return gy, None, None, None, None, None
+
+    pre_args = (dt, A, dt, dt, dec, etot, T, h)
+    pre_kw = dict(HAS_DT=True, DT_SOFTPLUS=False, HAS_DTB=False, HAS_SEQ=False, Q=64,
+                  CLAMP_C=decays.CLAMP, GRAD_ROWS=True)
     pieces = {
+        "fwd+bwd": lambda: torch.autograd.grad(ssd(xg, None, Bg, Cg, dt=dtg, A=A, D=D),
+                                               (xg, dtg, Bg, Cg), gy),
         "fwd, no grad": lambda: ssd(x, None, B, C, dt=dt, A=A, D=D),
         "fwd, with grad": lambda: ssd(xg, None, Bg, Cg, dt=dtg, A=A, D=D),
         "autograd.grad of a kept y": lambda: torch.autograd.grad(y, (xg, dtg, Bg, Cg), gy,
                                                                  retain_graph=True),
+        "launch._fwd alone": lambda: launch._fwd(x, dt, A, B, C, D, None, None, None, None,
+                                                 True, False, -1, True),
         "launch._bwd alone": lambda: launch._bwd(gy, None, x, dt, A, B, C, D, None, None, None,
                                                  None, True, False, -1, False),
         "launch._sweeps_bwd alone": lambda: launch._sweeps_bwd(
             gy, None, x, dt, A, B, C, D, None, None, None, None, True, False, -1, False, False),
-        "one pre-pass launch": lambda: decays.ssd_decays_kernel[(nc, b * h)](
-            dt, A, dt, dt, dec, etot, T, h, HAS_DT=True, DT_SOFTPLUS=False, HAS_DTB=False,
-            HAS_SEQ=False, Q=64, CLAMP_C=decays.CLAMP),
+        "Nothing Function fwd+grad (6 inputs)": lambda: torch.autograd.grad(
+            Nothing.apply(xg, dtg, A, Bg, Cg, D), (xg, dtg, Bg, Cg), gy),
+        "one pre-pass launch, Triton's": lambda: decays.ssd_decays_kernel[(nc, b * h)](
+            *pre_args, **pre_kw),
+        "one pre-pass launch, fastlaunch": lambda: fast(decays.ssd_decays_kernel, (nc, b * h),
+                                                        *pre_args, **pre_kw),
         "torch.empty x 10": lambda: [torch.empty(b, h, T, device="cuda") for _ in range(10)],
+        "torch.zeros x 10": lambda: [torch.zeros(b, h, T, device="cuda") for _ in range(10)],
         "10 elementwise ops": lambda: [dt * 2.0 for _ in range(10)],
+        "10 sums over 2 dims": lambda: [f.sum((0, 2)) for _ in range(10)],
+        "10 bf16 -> fp32 .to": lambda: [B.float() for _ in range(10)],
+        "10 no-op .contiguous()": lambda: [x.contiguous() for _ in range(10)],
     }
     for name, fn in pieces.items():
         print(f"T={T} host {host_ms(fn):7.3f} ms  {name}", flush=True)
