@@ -84,3 +84,44 @@ def test_off_under_the_interpreter():
     FL.launch(k, (2,), 1.5, 3, X=1)
     FL.launch(k, (2,), 1.5, 3, X=1)
     assert len(k.calls) == 2 and not k.compiled.calls
+
+
+class _Launcher:
+    """A stand-in for Triton 3.6's CudaLauncher: no scratch memory, records its C launches."""
+    global_scratch_size = profile_scratch_size = 0
+    launch_cooperative_grid, launch_pdl = False, True
+
+    def __init__(self):
+        self.calls = []
+
+    def launch(self, *a):
+        self.calls.append(a)
+
+
+def test_cached_launch_calls_the_c_launcher_directly(cached, monkeypatch):
+    monkeypatch.setattr(torch._C, "_cuda_getCurrentRawStream", lambda dev: 1000 + dev,
+                        raising=False)
+    k = _Kernel()
+    k.compiled._run, k.compiled.function, k.compiled.packed_metadata = _Launcher(), "fn", "meta"
+    t = torch.empty(64)
+    FL.launch(k, (3, 4), t, 64, X=True)
+    FL.launch(k, (5,), t, 128, X=True)
+    assert k.compiled._run.calls == [(5, 1, 1, 1000, "fn", False, True, None, None, "meta",
+                                      None, None, None, t, 128, True, 7)]
+    assert not k.compiled.calls
+
+
+def test_launch_hooks_take_the_compiled_kernels_own_launch(cached, monkeypatch):
+    from triton import knobs
+    monkeypatch.setattr(torch._C, "_cuda_getCurrentRawStream", lambda dev: 0, raising=False)
+    k = _Kernel()
+    k.compiled._run, k.compiled.function, k.compiled.packed_metadata = _Launcher(), "fn", "meta"
+    t = torch.empty(64)
+    FL.launch(k, (1,), t, 64, X=True)
+    hook = lambda *a: None  # noqa: E731
+    knobs.runtime.launch_enter_hook.add(hook)
+    try:
+        FL.launch(k, (1,), t, 64, X=True)
+    finally:
+        knobs.runtime.launch_enter_hook.remove(hook)
+    assert k.compiled.calls == [((1, 1, 1), (t, 64, True, 7))] and not k.compiled._run.calls

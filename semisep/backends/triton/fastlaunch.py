@@ -13,8 +13,12 @@ whether it is divisible by 16 and its range (i32, i64, u64). Equal keys therefor
 kernel Triton itself would select. Triton's debug and instrumentation settings are part of
 the key too.
 
-The direct launch uses Triton's calling convention of the versions in ``_TESTED`` (checked on
-the H200, ``benchmarks/gpu_ssd.py``); any other version, the interpreter
+The direct launch calls the compiled kernel's C launcher itself (:func:`_direct`: the CUDA
+stream, the function handle and the packed metadata, then the arguments), skipping the
+``CompiledKernel[grid]`` closure and its launch-metadata dictionary; kernels that need scratch
+memory, and any launch while Triton launch hooks are set (e.g. proton's), go through
+``CompiledKernel[grid]``. Both use Triton's calling convention of the versions in ``_TESTED``
+(checked on the H200, ``benchmarks/gpu_ssd.py``); any other version, the interpreter
 (``TRITON_INTERPRET=1``) and ``SEMISEP_TRITON_FAST_LAUNCH=0`` take Triton's own launch path.
 """
 
@@ -45,6 +49,31 @@ def _spec(a):
     return None
 
 
+def _direct(compiled):
+    """``run(grid, args)`` through the C launcher of a Triton 3.6 ``CompiledKernel``, or None
+    where that launcher is not as expected or the kernel needs scratch memory."""
+    launcher = getattr(compiled, "_run", None)
+    c_launch = getattr(launcher, "launch", None)
+    if c_launch is None or getattr(launcher, "global_scratch_size", 1) \
+            or getattr(launcher, "profile_scratch_size", 1):
+        return None
+    fn, meta = compiled.function, compiled.packed_metadata
+    coop, pdl = launcher.launch_cooperative_grid, launcher.launch_pdl
+    stream_of = torch._C._cuda_getCurrentRawStream
+
+    def run(g, device, args):
+        # grid, stream, function, cooperative, PDL, scratch buffers (none), packed metadata,
+        # launch metadata and the enter / exit hooks (none), then the kernel's arguments
+        c_launch(g[0], g[1], g[2], stream_of(device), fn, coop, pdl, None, None, meta,
+                 None, None, None, *args)
+    return run
+
+
+def _hooked(knobs) -> bool:
+    hooks = knobs.runtime
+    return bool(hooks.launch_enter_hook.calls or hooks.launch_exit_hook.calls)
+
+
 def launch(kernel, grid, *args, **kwargs):
     """``kernel[grid](*args, **kwargs)``: positional arguments are the kernel's runtime
     arguments (in order), keyword ones its constexprs and launch options."""
@@ -53,20 +82,24 @@ def launch(kernel, grid, *args, **kwargs):
         return
     from triton import knobs    # here: triton.knobs is not in every Triton version
 
-    specs = tuple(_spec(a) for a in args)
+    specs = tuple(map(_spec, args))
     if None in specs:
         kernel[grid](*args, **kwargs)
         return
-    key = (kernel, torch.cuda.current_device(), specs, tuple(kwargs.items()),
-           knobs.runtime.debug, knobs.compilation.instrumentation_mode)
+    device = torch.cuda.current_device()
+    key = (kernel, device, specs, tuple(kwargs.items()), knobs.runtime.debug,
+           knobs.compilation.instrumentation_mode)
     hit = _CACHE.get(key)
     if hit is None:
         compiled = kernel[grid](*args, **kwargs)
         # the values of the parameters after the positional ones, in signature order
         tail = tuple(kwargs[p.name] if p.name in kwargs else p.default
                      for p in kernel.params[len(args):])
-        _CACHE[key] = (compiled, tail)
+        _CACHE[key] = (compiled, tail, _direct(compiled))
         return
-    compiled, tail = hit
+    compiled, tail, run = hit
     g = tuple(grid) + (1,) * (3 - len(grid))
-    compiled[g](*args, *tail)
+    if run is None or _hooked(knobs):
+        compiled[g](*args, *tail)
+    else:
+        run(g, device, args + tail)

@@ -211,7 +211,7 @@ def ssd_bwd_fwdsweep_kernel(
     ATOMIC: tl.constexpr = False, FAST: tl.constexpr = False, FACTORED: tl.constexpr = False,
     EVEN: tl.constexpr = False, WIDE: tl.constexpr = False,
 ):
-    """Forward sweep of the backward: dC (partial or added in place), dz, dD partial,
+    """Forward sweep of the backward: dC and dD (partials, or added in place with ATOMIC), dz,
     ``w = r1off + rowP - colP`` (module docstring), and the state entering each chunk (for
     ``<dS_out, S_in>`` in the reverse sweep). FAST, FACTORED: as in :func:`ssd_fwd_kernel`;
     WIDE: a (b, h)'s stored states hold 2^31 elements or more."""
@@ -325,7 +325,14 @@ def ssd_bwd_fwdsweep_kernel(
         _put_grad(_tile(dC_base, t, dC_rs, offs_n), dC, m_tn, ATOMIC, EVEN)
 
     if HAS_D:
-        tl.store(dD_ptr + (b64 * H + h) * P + offs_p, dD_acc, mask=mask_p)
+        if ATOMIC:
+            # added over the batch into dD's (H, P) or (H,) fp32 buffer
+            if D_PER_P:
+                tl.atomic_add(dD_ptr + h * P + offs_p, dD_acc, mask=mask_p, sem="relaxed")
+            else:
+                tl.atomic_add(dD_ptr + h, tl.sum(dD_acc, axis=0), sem="relaxed")
+        else:
+            tl.store(dD_ptr + (b64 * H + h) * P + offs_p, dD_acc, mask=mask_p)
 
 
 @triton.jit
@@ -353,7 +360,8 @@ def ssd_bwd_revsweep_kernel(
     leaving it, and crossing it (from the stored state entering the chunk and the adjoint
     leaving it): no long running sums, no drift, no cancellation. Written to ``ddt``
     (p-blocks, b, T, H): ``keep dla`` (log_a given), or, with dt,
-    ``sig (x . dxs + A keep dla)``; ``dsum`` (2, p-blocks, b H) gets this program's sums of
+    ``sig (x . dxs + A keep dla)``; ``dsum`` (2, p-blocks, b H), or with ATOMIC (2, H) added
+    into, gets this program's sums of
     ``keep dla dt`` (for dA) and of its ddt (for d dt_bias), compensated running sums over
     the chunks (a store per chunk instead cost the loop 15 %, H200 run 21; dA's terms per
     position summed by torch cost 1.3 % at T = 16K, 2026-12-01 run 3). The chain rule of
@@ -493,8 +501,13 @@ def ssd_bwd_revsweep_kernel(
     if STORE_DH0:
         tl.store(dh0_ptr + st_off, dS.to(dh0_ptr.dtype.element_ty), mask=st_mask)
     if HAS_DT:
-        tl.store(dsum_ptr + _slot(pid_p, pid_bh), dA_acc)
-        tl.store(dsum_ptr + NPB * tl.num_programs(1) + _slot(pid_p, pid_bh), ddtb_acc)
+        if ATOMIC:
+            # added over p-blocks and the batch into dsum (2, H)
+            tl.atomic_add(dsum_ptr + h, dA_acc, sem="relaxed")
+            tl.atomic_add(dsum_ptr + H + h, ddtb_acc, sem="relaxed")
+        else:
+            tl.store(dsum_ptr + _slot(pid_p, pid_bh), dA_acc)
+            tl.store(dsum_ptr + NPB * tl.num_programs(1) + _slot(pid_p, pid_bh), ddtb_acc)
 
 
 @triton.jit

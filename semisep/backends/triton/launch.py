@@ -118,25 +118,15 @@ def _sweeps_bwd(dy, dhT, x, dtla, A, B, C, D, z, dt_bias, h0, seq_idx, has_dt, d
     BP = cfg["BP"]
     npb = _cdiv(p, BP)
     f32 = dict(device=x.device, dtype=torch.float32)
-    # dB, dC: added in place over heads and p-blocks (fp32, the order of the sums not fixed:
-    # not bit-reproducible), or under torch.use_deterministic_algorithms one partial per head
-    atomic = not torch.are_deterministic_algorithms_enabled()
-    if atomic:
-        dC_part = torch.zeros(1, b, T, g, 1, n, **f32)
-        dB_part = torch.zeros(1, b, T, g, 1, n, **f32)
-    else:
-        dC_part = torch.empty(npb, b, T, h, n, **f32)
-        dB_part = torch.empty(npb, b, T, h, n, **f32)
+    grads = _GradBuffers(b, T, h, g, p, n, npb, D, f32)
     nc = _cdiv(T, cfg["Q"])
     w = torch.empty(npb, b * h, T, **f32)
-    # the raw dt's (or log_a's) gradient, and per program the sums for dA and d dt_bias
+    # the raw dt's (or log_a's) gradient
     ddt = torch.empty(npb, b, T, h, **f32)
-    dsum = torch.empty(2, npb, b, h, **f32) if has_dt else _dummy(ddt)
     st_dtype = torch.float32 if (x.dtype == torch.float32 or fp32_states) else x.dtype
     # the state entering each chunk, for the reverse sweep
     states = torch.empty(b, h, nc, p, n, device=x.device, dtype=st_dtype)
     dz = torch.empty_like(z) if z is not None else None
-    dD_part = torch.empty(b, h, p, **f32) if D is not None else None
     dx = torch.empty_like(x)
     dh0 = torch.empty(b, h, p, n, **f32) if need_dh0 else None
     d = _dummy(x)
@@ -156,20 +146,20 @@ def _sweeps_bwd(dy, dhT, x, dtla, A, B, C, D, z, dt_bias, h0, seq_idx, has_dt, d
             else:
                 dec, etot = _pre_decays(pre, x, dtla, A, dt_bias, seq_idx, has_dt, dt_softplus,
                                         cfg["Q"])
-            flags.update(PRE=pre, FACTOR=_factor("bwd"), ATOMIC=atomic, FAST=fast)
+            flags.update(PRE=pre, FACTOR=_factor("bwd"), ATOMIC=grads.atomic, FAST=fast)
             for factored in _launches(fast):
                 launch(
                     K.ssd_bwd_fwdsweep_kernel, grid,
                     x, dtla, o(A), o(dt_bias), Bx, Cx, o(D), o(z), o(h0), o(seq_idx), dy,
                     dec, etot,
-                    dC_part, w, o(dz), o(dD_part), states,
+                    grads.dC, w, o(dz), o(grads.dD), states,
                     T, h, g, p, n, HAS_H0=h0 is not None, FACTORED=factored, **flags,
                     **_launch_opts(dict(cfg, num_stages=cfg["fwd_sweep_stages"])))
             for factored in _launches(fast):
                 launch(
                     K.ssd_bwd_revsweep_kernel, grid,
                     x, dtla, o(A), o(dt_bias), Bx, Cx, o(D), o(z), o(seq_idx), dy, o(dhT),
-                    dec, etot, states, w, dx, dB_part, ddt, dsum, o(dh0),
+                    dec, etot, states, w, dx, grads.dB, ddt, grads.dsum, o(dh0),
                     T, h, g, p, n, npb, HAS_DHT=dhT is not None, STORE_DH0=need_dh0,
                     FACTORED=factored, E_ON_C=bool(cfg["E_ON_C"]), **flags,
                     **_launch_opts(cfg))
@@ -177,27 +167,64 @@ def _sweeps_bwd(dy, dhT, x, dtla, A, B, C, D, z, dt_bias, h0, seq_idx, has_dt, d
         if need_dh0:
             dh0.copy_(dhT if dhT is not None else torch.zeros_like(dh0))
         ddt.zero_()
-        dsum.zero_()
-        if dD_part is not None:
-            dD_part.zero_()
+        grads.zero_()
     del states
     # one p-block (p <= 64): the partials are the sums
     ddt = ddt[0] if npb == 1 else ddt.sum(0)
-    # over (p-blocks,) batch (and time): the gradients of A and dt_bias, per head
-    # (two sums, two buffers for dB, dC: the custom op's outputs may not alias one another)
-    sums = (dsum[0].sum((0, 1)), dsum[1].sum((0, 1))) if has_dt else (None, None)
-    if atomic:
-        dB32, dC32 = dB_part.view(b, T, g, n), dC_part.view(b, T, g, n)
-    else:
-        dB32 = dB_part.view(npb, b, T, g, h // g, n).sum((0, 4))
-        dC32 = dC_part.view(npb, b, T, g, h // g, n).sum((0, 4))
-    return dx, dz, ddt, sums, dB32, dC32, dD_part, dh0
+    dBC, sums, dD = grads.totals()
+    return dx, dz, ddt, sums if has_dt else None, dBC, dD, dh0
+
+
+class _GradBuffers:
+    """Where the sweeps put the gradients of B, C, D and the per-head sums of dA and
+    d dt_bias (fp32), and their totals.
+
+    ``atomic`` (the default): the kernels add into one zeroed buffer, ``dBC`` (2, b, T, g, n),
+    ``dsum`` (2, h), ``dD`` (h, p) or (h,), so the totals are views of it (one fill, no
+    reduction; the order of the additions is not fixed, so not bit-reproducible). Else, under
+    ``torch.use_deterministic_algorithms``, one partial per (p-block, b, h) and one torch
+    reduction per group.
+    """
+
+    def __init__(self, b, T, h, g, p, n, npb, D, f32):
+        self.atomic = not torch.are_deterministic_algorithms_enabled()
+        self.shape = (b, T, h, g, p, n, npb)
+        self.D_shape = None if D is None else tuple(D.shape)
+        if self.atomic:
+            nbc, nD = b * T * g * n, 0 if D is None else D.numel()
+            ws = torch.zeros(2 * nbc + 2 * h + nD, **f32)
+            self.dBC = ws[:2 * nbc].view(2, b, T, g, n)
+            self.dsum = ws[2 * nbc:2 * nbc + 2 * h].view(2, h)
+            self.dD = ws[2 * nbc + 2 * h:] if D is not None else None
+        else:
+            self.dBC = torch.empty(2, npb, b, T, h, n, **f32)
+            self.dsum = torch.empty(2, npb, b, h, **f32)
+            self.dD = torch.empty(b, h, p, **f32) if D is not None else None
+        self.dB, self.dC = self.dBC[0], self.dBC[1]
+
+    def zero_(self):
+        """For T = 0 (no launch)."""
+        for t in (self.dBC, self.dsum, self.dD):
+            if t is not None:
+                t.zero_()
+
+    def totals(self):
+        """``(dBC (2, b, T, g, n), sums (2, h), dD (D's shape))``, fp32."""
+        b, T, h, g, p, n, npb = self.shape
+        if self.atomic:
+            dD = None if self.dD is None else self.dD.view(self.D_shape)
+            return self.dBC, self.dsum, dD
+        dBC = self.dBC.view(2, npb, b, T, g, h // g, n).sum((1, 5))
+        dD = None
+        if self.dD is not None:
+            dD = self.dD.sum((0,) if len(self.D_shape) == 2 else (0, 2))
+        return dBC, self.dsum.sum((1, 2)), dD
 
 
 def _bwd(dy, dhT, x, dtla, A, B, C, D, z, dt_bias, h0, seq_idx, has_dt, dt_softplus,
          chunk_size, fp32_states, decays=None):
     """The gradients of every input, in the op's order (None for the absent ones)."""
-    dx, dz, ddt, sums, dB32, dC32, dD_part, dh0 = _sweeps_bwd(
+    dx, dz, ddt, sums, dBC, dD, dh0 = _sweeps_bwd(
         dy, dhT, x, dtla, A, B, C, D, z, dt_bias, h0, seq_idx, has_dt, dt_softplus,
         chunk_size, h0 is not None, fp32_states, decays)
     # the kernels applied the chain rule of the clamp, dt -> dt A and the softplus
@@ -207,11 +234,12 @@ def _bwd(dy, dhT, x, dtla, A, B, C, D, z, dt_bias, h0, seq_idx, has_dt, dt_softp
         if dt_bias is not None:
             ddtb = sums[1].to(dt_bias.dtype)
     ddtla = ddt.to(dtla.dtype)
-    dB = dB32.to(B.dtype)
-    dC = dC32.to(C.dtype)
-    dD = None
-    if D is not None:
-        dD = dD_part.sum((0,) if D.dim() == 2 else (0, 2)).to(D.dtype)
+    if B.dtype == C.dtype:
+        dB, dC = dBC.to(B.dtype).unbind(0)      # one conversion for both
+    else:
+        dB, dC = dBC[0].to(B.dtype), dBC[1].to(C.dtype)
+    if dD is not None:
+        dD = dD.to(D.dtype)
     if dh0 is not None and h0 is not None:
         dh0 = dh0.to(h0.dtype)
     return dx, ddtla, dA, dB, dC, dD, dz, ddtb, dh0

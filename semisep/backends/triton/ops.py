@@ -138,8 +138,21 @@ def _(x, dtla, A, B, C, D, z, dt_bias, h0, seq_idx, has_dt, dt_softplus, chunk_s
     return torch.empty_like(x), x.new_empty(b, h, p, n, dtype=torch.float32)
 
 
-def _empty_like_or_none(t, ref):
-    return t if t is not None else ref.new_empty(0)
+def _unaliased(outs, ref):
+    """The op's outputs: empty for None, and a copy of any that shares memory with an earlier
+    one (a custom op's outputs may not alias; the eager path returns views of one buffer,
+    :class:`.launch._GradBuffers`)."""
+    seen, res = set(), []
+    for t in outs:
+        if t is None:
+            t = ref.new_empty(0)
+        elif t.numel():
+            ptr = t.untyped_storage().data_ptr()
+            if ptr in seen:
+                t = t.clone()
+            seen.add(ptr)
+        res.append(t)
+    return res
 
 
 @torch.library.custom_op("semisep::ssd_chunked_bwd", mutates_args=())
@@ -151,7 +164,7 @@ def _op_bwd(dy: torch.Tensor, dhT: Optional[torch.Tensor], x: torch.Tensor, dtla
             chunk_size: int, fp32_states: bool) -> list[torch.Tensor]:
     outs = _bwd(dy, dhT, x, dtla, A, B, C, D, z, dt_bias, h0, seq_idx, has_dt, dt_softplus,
                 chunk_size, fp32_states)
-    return [_empty_like_or_none(t, x) for t in outs]
+    return _unaliased(outs, x)
 
 
 @_op_bwd.register_fake
