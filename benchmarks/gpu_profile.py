@@ -1,7 +1,7 @@
 """Where the time of one SSD call goes on the GPU: per-kernel device time and host time.
 
     python benchmarks/gpu_profile.py [--Ts 1024,16384] [--n 64] [--variants name:ENV=VAL;...] [--fla]
-                                     [--cprofile N] [--sections]
+                                     [--cprofile N] [--sections] [--trace FILE]
 
 For each T and variant, forward and forward+backward (b=8, h=32, p=64, g=1, N=64 or ``--n``,
 bf16, the inputs of gpu_ssd.py): the device time of every kernel (torch.profiler, mean over 5 calls),
@@ -10,7 +10,9 @@ kernel (so the calls only queue: the time is Python, dispatch and launches alone
 whose host time exceeds its device time is bound by the host at that size. ``--cprofile N``
 adds the N largest Python functions (own time) of 20 forward+backward calls; ``--sections``
 the host time of the pieces of one call (forward without and with autograd, the backward's
-launchers alone, one launch of the pre-pass kernel).
+launchers alone, one launch of the pre-pass kernel, the floors of autograd and of torch ops);
+``--trace FILE`` a chrome trace (CPU and CUDA, with Python stacks) of ten forward+backward calls
+at the first of ``--Ts``.
 """
 
 from __future__ import annotations
@@ -141,6 +143,35 @@ def sections(T, b=8, h=32, p=64, g=1, n=64):
     }
     for name, fn in pieces.items():
         print(f"T={T} host {host_ms(fn):7.3f} ms  {name}", flush=True)
+    import gc
+    gc.disable()
+    print(f"T={T} host {host_ms(pieces['fwd+bwd']):7.3f} ms  fwd+bwd, gc off", flush=True)
+    gc.enable()
+    print(f"T={T} host {host_ms(pieces['fwd+bwd']):7.3f} ms  fwd+bwd, again", flush=True)
+
+
+def trace(T, path, b=8, h=32, p=64, g=1, n=64, calls=10):
+    """A chrome trace (torch.profiler, CPU and CUDA) of ``calls`` forward+backward calls queued
+    behind a sleep kernel: the host's timeline of one call, its ops and launches per thread."""
+    from torch.profiler import ProfilerActivity, profile, record_function
+    from semisep.backends.triton import ssd
+    x, dt, A, B, C, D = make_inputs(b, T, h, p, g, n, torch.bfloat16, seed=T + n)
+    gy = torch.randn_like(x)
+    xg, dtg, Bg, Cg = [t.detach().clone().requires_grad_(True) for t in (x, dt, B, C)]
+
+    def call():
+        return torch.autograd.grad(ssd(xg, None, Bg, Cg, dt=dtg, A=A, D=D), (xg, dtg, Bg, Cg), gy)
+    for _ in range(3):
+        call()
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA], with_stack=True) as prof:
+        torch.cuda._sleep(int(2e8))
+        for i in range(calls):
+            with record_function(f"call {i}"):
+                call()
+        torch.cuda.synchronize()
+    prof.export_chrome_trace(path)
+    print(prof.key_averages().table(sort_by="self_cpu_time_total", row_limit=30), flush=True)
 
 
 def main():
@@ -151,7 +182,11 @@ def main():
     ap.add_argument("--fla", action="store_true")
     ap.add_argument("--cprofile", type=int, default=0)
     ap.add_argument("--sections", action="store_true")
+    ap.add_argument("--trace", default=None, help="write a chrome trace of fwd+bwd at --Ts here")
     args = ap.parse_args()
+    if args.trace:
+        trace(int(args.Ts.split(",")[0]), args.trace)
+        return
     if args.sections:
         for T in [int(s) for s in args.Ts.split(",")]:
             sections(T)
