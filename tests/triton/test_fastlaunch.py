@@ -14,15 +14,17 @@ from semisep.backends.triton import fastlaunch as FL
 
 
 def test_spec_separates_what_triton_specializes_on():
+    def spec(a):
+        return FL._specs([a])[0]
     t = torch.empty(64, dtype=torch.float32)
-    assert FL._spec(t) != FL._spec(t[1:])                      # alignment
-    assert FL._spec(t) != FL._spec(t.to(torch.bfloat16))       # dtype
-    assert FL._spec(t) == FL._spec(torch.empty(64))
+    assert spec(t) != spec(t[1:])                      # alignment
+    assert spec(t) != spec(t.to(torch.bfloat16))       # dtype
+    assert spec(t) == spec(torch.empty(64))
     for a, b in [(1, 2), (16, 17), (2 ** 31 - 16, 2 ** 31), (-2 ** 31, -2 ** 31 - 16),
                  (2 ** 63 - 16, 2 ** 63)]:
-        assert FL._spec(a) != FL._spec(b), (a, b)
-    assert FL._spec(32) == FL._spec(4096)
-    assert FL._spec(1.5) is None and FL._spec(True) is None
+        assert spec(a) != spec(b), (a, b)
+    assert spec(32) == spec(4096)
+    assert spec(1.5) is None and spec(True) is None
 
 
 class _Compiled:

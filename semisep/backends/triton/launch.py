@@ -192,15 +192,14 @@ class _GradBuffers:
         self.D_shape = None if D is None else tuple(D.shape)
         if self.atomic:
             nbc, nD = b * T * g * n, 0 if D is None else D.numel()
-            ws = torch.zeros(2 * nbc + 2 * h + nD, **f32)
-            self.dBC = ws[:2 * nbc].view(2, b, T, g, n)
-            self.dsum = ws[2 * nbc:2 * nbc + 2 * h].view(2, h)
-            self.dD = ws[2 * nbc + 2 * h:] if D is not None else None
+            dBC, dsum, dD = torch.zeros(2 * nbc + 2 * h + nD, **f32).split([2 * nbc, 2 * h, nD])
+            self.dBC, self.dsum = dBC.view(2, b, T, g, n), dsum.view(2, h)
+            self.dD = dD if D is not None else None
         else:
             self.dBC = torch.empty(2, npb, b, T, h, n, **f32)
             self.dsum = torch.empty(2, npb, b, h, **f32)
             self.dD = torch.empty(b, h, p, **f32) if D is not None else None
-        self.dB, self.dC = self.dBC[0], self.dBC[1]
+        self.dB, self.dC = self.dBC.unbind(0)
 
     def zero_(self):
         """For T = 0 (no launch)."""
