@@ -16,7 +16,8 @@ from .fastlaunch import launch
 
 
 def _device_ctx(t: torch.Tensor):
-    if t.is_cuda:
+    """The launches' device: t's (a context switch only where the current one differs)."""
+    if t.is_cuda and t.get_device() != torch.cuda.current_device():
         return torch.cuda.device(t.device)
     return contextlib.nullcontext()
 
@@ -36,17 +37,19 @@ def _fwd(x, dtla, A, B, C, D, z, dt_bias, h0, seq_idx, has_dt, dt_softplus, chun
     B = B.to(x.dtype)
     C = C.to(x.dtype)
     cfg = pick_config(p, n, None if chunk_size < 0 else chunk_size, x.dtype, "fwd")
-    y = torch.empty_like(x)
-    hT = torch.empty(b, h, p, n, device=x.device, dtype=torch.float32)
-    d = _dummy(x)
-    grid = (_cdiv(p, cfg["BP"]), b * h)
     if T == 0:
-        hT.copy_(h0 if h0 is not None else torch.zeros_like(hT))
-        return y, hT, None
+        hT = (h0.to(torch.float32, copy=True) if h0 is not None
+              else x.new_zeros(b, h, p, n, dtype=torch.float32))
+        return torch.empty_like(x), hT, None
+    d = _dummy(x)
     pre = _pre("fwd")
     with _device_ctx(x):
+        # the pre-pass first: the outputs are allocated while it runs
         dec, etot = _pre_decays(pre, x, dtla, A, dt_bias, seq_idx, has_dt, dt_softplus,
-                                cfg["Q"], for_grad)
+                                cfg["Q"], for_grad, d)
+        y = torch.empty_like(x)
+        hT = torch.empty(b, h, p, n, device=x.device, dtype=torch.float32)
+        grid = (_cdiv(p, cfg["BP"]), b * h)
         fast = _fast(x.dtype, pre)
         gram = fast and _gram(h, g, n)
         gl = _gram_tiles(B, C, cfg, T) if gram else d
@@ -81,18 +84,17 @@ def _gram_tiles(B, C, cfg, T):
     return gl
 
 
-def _pre_decays(pre, x, dtla, A, dt_bias, seq_idx, has_dt, dt_softplus, Q, for_grad=True):
+def _pre_decays(pre, x, dtla, A, dt_bias, seq_idx, has_dt, dt_softplus, Q, for_grad, d):
     """The decay arrays of :func:`.decays.ssd_decays_kernel` (or dummies when not ``pre``);
-    ``for_grad``: with rows 6-7, which only the backward reads."""
+    ``for_grad``: with rows 6-7, which only the backward reads; ``d`` the dummy tensor for
+    absent arguments."""
     if not pre:
-        d = _dummy(x)
         return d.float(), d.float()
     b, T, h = dtla.shape
     nc = _cdiv(T, Q)
     dec = torch.empty(8 if for_grad else 6, b * h, nc * Q, device=x.device,
                       dtype=torch.float32)
     etot = torch.empty(b * h, nc, device=x.device, dtype=torch.float32)
-    d = _dummy(x)
     launch(
         ssd_decays_kernel, (nc, b * h),
         dtla, A if A is not None else d, dt_bias if dt_bias is not None else d,
@@ -105,7 +107,10 @@ def _pre_decays(pre, x, dtla, A, dt_bias, seq_idx, has_dt, dt_softplus, Q, for_g
 def _sweeps_bwd(dy, dhT, x, dtla, A, B, C, D, z, dt_bias, h0, seq_idx, has_dt, dt_softplus,
                 chunk_size, need_dh0, fp32_states, decays=None):
     """The two backward sweeps: the state forward, then its adjoint backward. ``decays``:
-    the forward's ``(Q, dec, etot)``, used when the chunk size matches."""
+    the forward's ``(Q, dec, etot)``, used when the chunk size matches.
+
+    Only what the forward sweep needs comes before its launch: the host time up to that launch
+    is time the GPU idles after the forward where that is short (T <= 4K, H200 s8)."""
     b, T, h, p = x.shape
     g, n = B.shape[2], B.shape[3]
     Bx = B.to(x.dtype)
@@ -113,57 +118,58 @@ def _sweeps_bwd(dy, dhT, x, dtla, A, B, C, D, z, dt_bias, h0, seq_idx, has_dt, d
     # autograd hands broadcast gradients (stride 0, e.g. of hT.sum()) to the kernels'
     # contiguous addressing: materialize them
     dy = dy.contiguous()
-    dhT = dhT.contiguous() if dhT is not None else None
     cfg = pick_config(p, n, None if chunk_size < 0 else chunk_size, x.dtype, "bwd")
     BP = cfg["BP"]
     npb = _cdiv(p, BP)
+    nc = _cdiv(T, cfg["Q"])
     f32 = dict(device=x.device, dtype=torch.float32)
     grads = _GradBuffers(b, T, h, g, p, n, npb, D, f32)
-    nc = _cdiv(T, cfg["Q"])
     w = torch.empty(npb, b * h, T, **f32)
-    # the raw dt's (or log_a's) gradient
-    ddt = torch.empty(npb, b, T, h, **f32)
     st_dtype = torch.float32 if (x.dtype == torch.float32 or fp32_states) else x.dtype
     # the state entering each chunk, for the reverse sweep
     states = torch.empty(b, h, nc, p, n, device=x.device, dtype=st_dtype)
     dz = torch.empty_like(z) if z is not None else None
-    dx = torch.empty_like(x)
-    dh0 = torch.empty(b, h, p, n, **f32) if need_dh0 else None
     d = _dummy(x)
     o = lambda t: t if t is not None else d  # noqa: E731
     grid = (npb, b * h)
+    pre = _pre("bwd")
+    fast = _fast(x.dtype, pre)
     flags = dict(HAS_DT=has_dt, DT_SOFTPLUS=dt_softplus, HAS_DTB=dt_bias is not None,
                  HAS_D=D is not None, D_PER_P=D is not None and D.dim() == 2,
                  HAS_Z=z is not None, HAS_SEQ=seq_idx is not None,
                  Q=cfg["Q"], BP=BP, BN=cfg["BN"], PREC=_prec(x.dtype), CLAMP_C=CLAMP,
-                 EVEN=_even(cfg, T, p, n), WIDE=_wide(nc * p * n))
-    pre = _pre("bwd")
-    fast = _fast(x.dtype, pre)
-    if T > 0:
-        with _device_ctx(x):
+                 EVEN=_even(cfg, T, p, n), WIDE=_wide(nc * p * n), PRE=pre,
+                 FACTOR=_factor("bwd"), ATOMIC=grads.atomic, FAST=fast)
+    with _device_ctx(x):
+        if T > 0:
             if pre and decays is not None and decays[0] == cfg["Q"] and len(decays[1]) == 8:
                 dec, etot = decays[1:]
             else:
                 dec, etot = _pre_decays(pre, x, dtla, A, dt_bias, seq_idx, has_dt, dt_softplus,
-                                        cfg["Q"])
-            flags.update(PRE=pre, FACTOR=_factor("bwd"), ATOMIC=grads.atomic, FAST=fast)
+                                        cfg["Q"], True, d)
             for factored in _launches(fast):
                 launch(
                     K.ssd_bwd_fwdsweep_kernel, grid,
                     x, dtla, o(A), o(dt_bias), Bx, Cx, o(D), o(z), o(h0), o(seq_idx), dy,
                     dec, etot,
-                    grads.dC, w, o(dz), o(grads.dD), states,
+                    grads.ws, w, o(dz), o(grads.dD), states,
                     T, h, g, p, n, HAS_H0=h0 is not None, FACTORED=factored, **flags,
                     **_launch_opts(dict(cfg, num_stages=cfg["fwd_sweep_stages"])))
+        dhT = dhT.contiguous() if dhT is not None else None
+        dx = torch.empty_like(x)
+        ddt = torch.empty(npb, b, T, h, **f32)      # the raw dt's (or log_a's) gradient
+        dh0 = torch.empty(b, h, p, n, **f32) if need_dh0 else None
+        dB, sums = grads.rev_outputs()
+        if T > 0:
             for factored in _launches(fast):
                 launch(
                     K.ssd_bwd_revsweep_kernel, grid,
                     x, dtla, o(A), o(dt_bias), Bx, Cx, o(D), o(z), o(seq_idx), dy, o(dhT),
-                    dec, etot, states, w, dx, grads.dB, ddt, grads.dsum, o(dh0),
+                    dec, etot, states, w, dx, dB, ddt, sums, o(dh0),
                     T, h, g, p, n, npb, HAS_DHT=dhT is not None, STORE_DH0=need_dh0,
                     FACTORED=factored, E_ON_C=bool(cfg["E_ON_C"]), **flags,
                     **_launch_opts(cfg))
-    else:
+    if T == 0:
         if need_dh0:
             dh0.copy_(dhT if dhT is not None else torch.zeros_like(dh0))
         ddt.zero_()
@@ -171,59 +177,70 @@ def _sweeps_bwd(dy, dhT, x, dtla, A, B, C, D, z, dt_bias, h0, seq_idx, has_dt, d
     del states
     # one p-block (p <= 64): the partials are the sums
     ddt = ddt[0] if npb == 1 else ddt.sum(0)
-    dBC, sums, dD = grads.totals()
-    return dx, dz, ddt, sums if has_dt else None, dBC, dD, dh0
+    dCB, sums, dD = grads.totals()
+    return dx, dz, ddt, sums if has_dt else None, dCB, dD, dh0
 
 
 class _GradBuffers:
     """Where the sweeps put the gradients of B, C, D and the per-head sums of dA and
     d dt_bias (fp32), and their totals.
 
-    ``atomic`` (the default): the kernels add into one zeroed buffer, ``dBC`` (2, b, T, g, n),
-    ``dsum`` (2, h), ``dD`` (h, p) or (h,), so the totals are views of it (one fill, no
-    reduction; the order of the additions is not fixed, so not bit-reproducible). Else, under
-    ``torch.use_deterministic_algorithms``, one partial per (p-block, b, h) and one torch
-    reduction per group.
+    ``atomic`` (the default): the kernels add into one zeroed buffer ``ws``: dC (b, T, g, n)
+    at its start (so ``ws`` itself is the forward sweep's dC), then dB, the sums (2, h) and
+    dD (D's shape); the totals are views of it (one fill, no reduction; the order of the
+    additions is not fixed, so not bit-reproducible). Else, under
+    ``torch.use_deterministic_algorithms``, one partial per (p-block, b, h), dC's then dB's
+    in ``ws``, and one torch reduction per group.
     """
 
     def __init__(self, b, T, h, g, p, n, npb, D, f32):
         self.atomic = not torch.are_deterministic_algorithms_enabled()
         self.shape = (b, T, h, g, p, n, npb)
         self.D_shape = None if D is None else tuple(D.shape)
+        self.nbc = b * T * g * n
         if self.atomic:
-            nbc, nD = b * T * g * n, 0 if D is None else D.numel()
-            dBC, dsum, dD = torch.zeros(2 * nbc + 2 * h + nD, **f32).split([2 * nbc, 2 * h, nD])
-            self.dBC, self.dsum = dBC.view(2, b, T, g, n), dsum.view(2, h)
-            self.dD = dD if D is not None else None
+            nD = 0 if D is None else D.numel()
+            self.ws = torch.zeros(2 * self.nbc + 2 * h + nD, **f32)
+            self.dD = self.ws[2 * self.nbc + 2 * h:] if D is not None else None
         else:
-            self.dBC = torch.empty(2, npb, b, T, h, n, **f32)
-            self.dsum = torch.empty(2, npb, b, h, **f32)
+            self.ws = torch.empty(2, npb, b, T, h, n, **f32)
+            self.sums = torch.empty(2, npb, b, h, **f32)
             self.dD = torch.empty(b, h, p, **f32) if D is not None else None
-        self.dB, self.dC = self.dBC.unbind(0)
+
+    def rev_outputs(self):
+        """``(dB, sums)`` for the reverse sweep (views made after the forward sweep's launch)."""
+        if self.atomic:
+            nbc, h = self.nbc, self.shape[2]
+            return self.ws[nbc:], self.ws[2 * nbc:2 * nbc + 2 * h]
+        return self.ws[1], self.sums
 
     def zero_(self):
         """For T = 0 (no launch)."""
-        for t in (self.dBC, self.dsum, self.dD):
-            if t is not None:
-                t.zero_()
+        self.ws.zero_()
+        if not self.atomic:
+            self.sums.zero_()
+            if self.dD is not None:
+                self.dD.zero_()
 
     def totals(self):
-        """``(dBC (2, b, T, g, n), sums (2, h), dD (D's shape))``, fp32."""
+        """``(dCB (2, b, T, g, n): dC then dB, sums (2, h), dD (D's shape))``, fp32."""
         b, T, h, g, p, n, npb = self.shape
         if self.atomic:
+            nbc = self.nbc
             dD = None if self.dD is None else self.dD.view(self.D_shape)
-            return self.dBC, self.dsum, dD
-        dBC = self.dBC.view(2, npb, b, T, g, h // g, n).sum((1, 5))
+            return (self.ws[:2 * nbc].view(2, b, T, g, n),
+                    self.ws[2 * nbc:2 * nbc + 2 * h].view(2, h), dD)
+        dCB = self.ws.view(2, npb, b, T, g, h // g, n).sum((1, 5))
         dD = None
         if self.dD is not None:
             dD = self.dD.sum((0,) if len(self.D_shape) == 2 else (0, 2))
-        return dBC, self.dsum.sum((1, 2)), dD
+        return dCB, self.sums.sum((1, 2)), dD
 
 
 def _bwd(dy, dhT, x, dtla, A, B, C, D, z, dt_bias, h0, seq_idx, has_dt, dt_softplus,
          chunk_size, fp32_states, decays=None):
     """The gradients of every input, in the op's order (None for the absent ones)."""
-    dx, dz, ddt, sums, dBC, dD, dh0 = _sweeps_bwd(
+    dx, dz, ddt, sums, dCB, dD, dh0 = _sweeps_bwd(
         dy, dhT, x, dtla, A, B, C, D, z, dt_bias, h0, seq_idx, has_dt, dt_softplus,
         chunk_size, h0 is not None, fp32_states, decays)
     # the kernels applied the chain rule of the clamp, dt -> dt A and the softplus
@@ -234,9 +251,9 @@ def _bwd(dy, dhT, x, dtla, A, B, C, D, z, dt_bias, h0, seq_idx, has_dt, dt_softp
             ddtb = sums[1].to(dt_bias.dtype)
     ddtla = ddt.to(dtla.dtype)
     if B.dtype == C.dtype:
-        dB, dC = dBC.to(B.dtype).unbind(0)      # one conversion for both
+        dC, dB = dCB.to(B.dtype).unbind(0)      # one conversion for both
     else:
-        dB, dC = dBC[0].to(B.dtype), dBC[1].to(C.dtype)
+        dC, dB = dCB[0].to(C.dtype), dCB[1].to(B.dtype)
     if dD is not None:
         dD = dD.to(D.dtype)
     if dh0 is not None and h0 is not None:
