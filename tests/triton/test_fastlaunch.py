@@ -127,3 +127,4 @@ def test_launch_hooks_take_the_compiled_kernels_own_launch(cached, monkeypatch):
     finally:
         knobs.runtime.launch_enter_hook.remove(hook)
     assert k.compiled.calls == [((1, 1, 1), (t, 64, True, 7))] and not k.compiled._run.calls
+

@@ -24,12 +24,10 @@ memory, and any launch while Triton launch hooks are set (e.g. proton's), go thr
 
 from __future__ import annotations
 
-import os
-
 import torch
 import triton
 
-from .config import _interpret
+from .config import _env, _interpret
 
 _TESTED = ("3.6.",)
 _CACHE: dict = {}
@@ -37,7 +35,7 @@ _CACHE: dict = {}
 
 def _enabled() -> bool:
     return (triton.__version__.startswith(_TESTED) and not _interpret()
-            and os.environ.get("SEMISEP_TRITON_FAST_LAUNCH", "1") == "1")
+            and _env("SEMISEP_TRITON_FAST_LAUNCH", "1") == "1")
 
 
 def _specs(args):
