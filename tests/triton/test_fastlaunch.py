@@ -9,6 +9,8 @@ from types import SimpleNamespace
 
 import pytest
 import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from semisep.backends.triton import fastlaunch as FL
 
@@ -128,3 +130,72 @@ def test_launch_hooks_take_the_compiled_kernels_own_launch(cached, monkeypatch):
         knobs.runtime.launch_enter_hook.remove(hook)
     assert k.compiled.calls == [((1, 1, 1), (t, 64, True, 7))] and not k.compiled._run.calls
 
+
+
+
+def _misaligned(t, shift):
+    """A contiguous copy of ``t`` starting ``shift`` elements into a fresh buffer."""
+    if not shift:
+        return t
+    buf = torch.empty(t.numel() + shift, dtype=t.dtype)
+    out = buf[shift:].view(t.shape)
+    out.copy_(t)
+    return out
+
+
+@settings(max_examples=40, deadline=None)
+@given(dtype=st.sampled_from([torch.float32, torch.bfloat16, torch.float16]),
+       bc32=st.booleans(), T=st.sampled_from([5, 64, 70]), p=st.sampled_from([16, 32, 96]),
+       n=st.sampled_from([16, 128]), has_dt=st.booleans(), d_per_p=st.none() | st.booleans(),
+       extras=st.booleans(), fp32_states=st.booleans(), atomic=st.booleans(),
+       shifts=st.lists(st.integers(0, 1), min_size=6, max_size=6),
+       change=st.integers(0, 7))
+def test_launchers_arg_keys_fix_every_specialization(dtype, bc32, T, p, n, has_dt, d_per_p,
+                                                      extras, fp32_states, atomic, shifts,
+                                                      change):
+    """The promise of the launchers' fastlaunch ``arg_key``: one key, one set of argument
+    specializations (dtypes, alignment, ints), over inputs of any dtype, alignment and shape.
+    Each example runs twice, the second time with one input moved off (or onto) 16-byte
+    alignment, B and C in the other dtype, or the other stored-state dtype; the kernels are
+    not run: every launch is recorded instead."""
+    from semisep.backends.triton import launch as L
+    seen = {}
+
+    def record(kernel, grid, *args, arg_key=None, **kwargs):
+        assert arg_key is not None, kernel
+        key = (kernel, arg_key, tuple(kwargs.items()))
+        assert seen.setdefault(key, FL._specs(args)) == FL._specs(args), key
+
+    cfg = dict(dtype=dtype, bc32=bc32, T=T, p=p, n=n, has_dt=has_dt, d_per_p=d_per_p,
+               extras=extras, fp32_states=fp32_states, shifts=shifts)
+    other = dict(cfg, shifts=list(shifts))
+    if change < 6:
+        other["shifts"][change] ^= 1
+    else:
+        other[("bc32", "fp32_states")[change - 6]] ^= True
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(L, "launch", record)
+        mp.setattr(torch, "are_deterministic_algorithms_enabled", lambda: not atomic)
+        _run_launchers(L, **cfg)
+        _run_launchers(L, **other)
+
+
+def _run_launchers(L, dtype, bc32, T, p, n, has_dt, d_per_p, extras, fp32_states, shifts):
+    b, h, g = 2, 4, 2
+    gen = torch.Generator().manual_seed(T + p + n)
+    r = lambda *s, dt=torch.float32: torch.randn(*s, generator=gen).to(dt)  # noqa: E731
+    x = _misaligned(r(b, T, h, p, dt=dtype), shifts[0])
+    bc_dtype = torch.float32 if bc32 else dtype
+    B, C = (_misaligned(r(b, T, g, n, dt=bc_dtype), s) for s in shifts[1:3])
+    dtla = _misaligned(r(b, T, h).abs() * (0.1 if has_dt else -1), shifts[3])
+    A = -r(h).abs() if has_dt else None
+    D = None if d_per_p is None else _misaligned(r(h, p) if d_per_p else r(h), shifts[4])
+    z = r(b, T, h, p, dt=dtype) if extras else None
+    dtb = r(h) if extras and has_dt else None
+    h0 = r(b, h, p, n) if extras else None
+    seq = (torch.arange(T) >= T // 2).to(torch.int32).expand(b, T).contiguous() if extras \
+        else None
+    args = (x, dtla, A, B, C, D, z, dtb, h0, seq, has_dt, extras and has_dt)
+    y, hT, decays = L._fwd(*args, -1, for_grad=True)
+    dy = _misaligned(torch.randn_like(y), shifts[5])
+    L._bwd(dy, hT if extras else None, *args, -1, fp32_states, decays=decays)

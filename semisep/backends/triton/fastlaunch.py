@@ -11,7 +11,10 @@ The specialization of a positional argument is what Triton specializes on, or fi
 tensor its dtype and whether its address is 16-byte aligned; for an int whether it is 1,
 whether it is divisible by 16 and its range (i32, i64, u64). Equal keys therefore select the
 kernel Triton itself would select. Triton's debug and instrumentation settings are part of
-the key too.
+the key too. The SSD launchers pass an ``arg_key`` instead (:func:`arg_key`: the dtypes,
+alignment and shapes of a call's inputs, which fix those of every buffer they allocate), so
+a launch costs no per-argument work; ``tests/triton/test_fastlaunch.py`` holds them to it
+over inputs of every dtype, alignment and shape.
 
 The direct launch calls the compiled kernel's C launcher itself (:func:`_direct`: the CUDA
 stream, the function handle and the packed metadata, then the arguments), skipping the
@@ -72,30 +75,54 @@ def _hooked(knobs) -> bool:
     return bool(hooks.launch_enter_hook.calls or hooks.launch_exit_hook.calls)
 
 
-def launch(kernel, grid, *args, **kwargs):
+def arg_key(tensors, *extra):
+    """A caller's :func:`launch` ``arg_key``: the dtype and 16-byte alignment of each of
+    ``tensors`` (None for an absent one) and ``extra`` (shapes, dtypes of its buffers)."""
+    return (tuple([None if t is None else (t.dtype, t.data_ptr() & 15 == 0)
+                   for t in tensors]), *extra)
+
+
+def launch(kernel, grid, *args, arg_key=None, **kwargs):
     """``kernel[grid](*args, **kwargs)``: positional arguments are the kernel's runtime
-    arguments (in order), keyword ones its constexprs and launch options."""
+    arguments (in order), keyword ones its constexprs and launch options.
+
+    ``arg_key``: a hashable that the caller guarantees to determine the specialization of
+    every positional argument (made by :func:`arg_key` from a call's inputs, whose dtypes,
+    alignment and shapes fix those of the buffers it allocates); it stands for the
+    per-argument specializations in the cache key, which cost ~0.5 us an argument (~25 us
+    for a sweep's). ``SEMISEP_TRITON_CHECK_ARG_KEY=1`` checks that promise on every launch.
+    """
     if not _enabled():
         kernel[grid](*args, **kwargs)
         return
     from triton import knobs    # here: triton.knobs is not in every Triton version
 
-    specs = _specs(args)
-    if None in specs:
-        kernel[grid](*args, **kwargs)
-        return
+    if arg_key is None:
+        specs = _specs(args)
+        if None in specs:
+            kernel[grid](*args, **kwargs)
+            return
+    else:
+        specs = ("arg_key", arg_key)
     device = torch.cuda.current_device()
     key = (kernel, device, specs, tuple(kwargs.items()), knobs.runtime.debug,
            knobs.compilation.instrumentation_mode)
     hit = _CACHE.get(key)
     if hit is None:
+        exact = _specs(args)
         compiled = kernel[grid](*args, **kwargs)
+        if None in exact:
+            return
         # the values of the parameters after the positional ones, in signature order
         tail = tuple(kwargs[p.name] if p.name in kwargs else p.default
                      for p in kernel.params[len(args):])
-        _CACHE[key] = (compiled, tail, _direct(compiled))
+        _CACHE[key] = (compiled, tail, _direct(compiled), exact)
         return
-    compiled, tail, run = hit
+    compiled, tail, run, exact = hit
+    if arg_key is not None and _env("SEMISEP_TRITON_CHECK_ARG_KEY") == "1" \
+            and _specs(args) != exact:
+        raise RuntimeError(f"fastlaunch: arg_key {arg_key} of {kernel} stands for two "
+                           f"specializations: {exact} and {_specs(args)}")
     g = tuple(grid) + (1,) * (3 - len(grid))
     if run is None or _hooked(knobs):
         compiled[g](*args, *tail)

@@ -12,7 +12,7 @@ from . import kernels as K
 from .config import (_cdiv, _even, _factor, _fast, _gram, _launch_opts, _launches, _pre,
                      _prec, _wide, pick_config)
 from .decays import CLAMP, ssd_decays_kernel
-from .fastlaunch import launch
+from .fastlaunch import arg_key, launch
 
 
 def _device_ctx(t: torch.Tensor):
@@ -33,6 +33,9 @@ def _fwd(x, dtla, A, B, C, D, z, dt_bias, h0, seq_idx, has_dt, dt_softplus, chun
     only the backward reads)."""
     b, T, h, p = x.shape
     g, n = B.shape[2], B.shape[3]
+    # what fixes every launch's argument specializations (fastlaunch.launch): the buffers
+    # below follow from these inputs' dtypes, alignment and shapes
+    ak = arg_key((x, dtla, A, B, C, D, z, dt_bias, h0, seq_idx), x.shape, B.shape)
     # B, C share x's dtype inside the dots
     B = B.to(x.dtype)
     C = C.to(x.dtype)
@@ -46,13 +49,13 @@ def _fwd(x, dtla, A, B, C, D, z, dt_bias, h0, seq_idx, has_dt, dt_softplus, chun
     with _device_ctx(x):
         # the pre-pass first: the outputs are allocated while it runs
         dec, etot = _pre_decays(pre, x, dtla, A, dt_bias, seq_idx, has_dt, dt_softplus,
-                                cfg["Q"], for_grad, d)
+                                cfg["Q"], for_grad, d, ak)
         y = torch.empty_like(x)
         hT = torch.empty(b, h, p, n, device=x.device, dtype=torch.float32)
         grid = (_cdiv(p, cfg["BP"]), b * h)
         fast = _fast(x.dtype, pre)
         gram = fast and _gram(h, g, n)
-        gl = _gram_tiles(B, C, cfg, T) if gram else d
+        gl = _gram_tiles(B, C, cfg, T, ak) if gram else d
         for factored in _launches(fast):
             launch(
                 K.ssd_fwd_kernel, grid,
@@ -68,26 +71,27 @@ def _fwd(x, dtla, A, B, C, D, z, dt_bias, h0, seq_idx, has_dt, dt_softplus, chun
                 CLAMP_C=CLAMP, PRE=pre, FACTOR=_factor("fwd"), FAST=fast,
                 FACTORED=factored, EVEN=_even(cfg, T, p, n), UNROLL=cfg.get("UNROLL", 1),
                 STATE_T=bool(cfg["STATE_T"]), GRAM=gram and factored,
-                WIDE=gram and _wide(_cdiv(T, cfg["Q"]) * cfg["Q"] ** 2), **_launch_opts(cfg))
+                WIDE=gram and _wide(_cdiv(T, cfg["Q"]) * cfg["Q"] ** 2), arg_key=ak,
+                **_launch_opts(cfg))
     return y, hT, ((cfg["Q"], dec, etot) if pre else None)
 
 
-def _gram_tiles(B, C, cfg, T):
+def _gram_tiles(B, C, cfg, T, ak):
     """``lower(C B^T)`` of every chunk, (b, G, chunks, Q, Q) in B's dtype
-    (:func:`.kernels.ssd_gram_kernel`)."""
+    (:func:`.kernels.ssd_gram_kernel`); ``ak`` the call's fastlaunch argument key."""
     b, _, g, n = B.shape
     Q = cfg["Q"]
     nc = _cdiv(T, Q)
     gl = torch.empty(b, g, nc, Q, Q, device=B.device, dtype=B.dtype)
     launch(K.ssd_gram_kernel, (nc, b * g), B, C, gl, T, g, n, Q=Q, BN=cfg["BN"],
-           PREC=_prec(B.dtype), **_launch_opts(dict(cfg, num_stages=1)))
+           PREC=_prec(B.dtype), arg_key=ak, **_launch_opts(dict(cfg, num_stages=1)))
     return gl
 
 
-def _pre_decays(pre, x, dtla, A, dt_bias, seq_idx, has_dt, dt_softplus, Q, for_grad, d):
+def _pre_decays(pre, x, dtla, A, dt_bias, seq_idx, has_dt, dt_softplus, Q, for_grad, d, ak):
     """The decay arrays of :func:`.decays.ssd_decays_kernel` (or dummies when not ``pre``);
     ``for_grad``: with rows 6-7, which only the backward reads; ``d`` the dummy tensor for
-    absent arguments."""
+    absent arguments, ``ak`` the call's fastlaunch argument key."""
     if not pre:
         return d.float(), d.float()
     b, T, h = dtla.shape
@@ -100,7 +104,7 @@ def _pre_decays(pre, x, dtla, A, dt_bias, seq_idx, has_dt, dt_softplus, Q, for_g
         dtla, A if A is not None else d, dt_bias if dt_bias is not None else d,
         seq_idx if seq_idx is not None else d, dec, etot, T, h,
         HAS_DT=has_dt, DT_SOFTPLUS=dt_softplus, HAS_DTB=dt_bias is not None,
-        HAS_SEQ=seq_idx is not None, Q=Q, CLAMP_C=CLAMP, GRAD_ROWS=for_grad)
+        HAS_SEQ=seq_idx is not None, Q=Q, CLAMP_C=CLAMP, GRAD_ROWS=for_grad, arg_key=ak)
     return dec, etot
 
 
@@ -118,6 +122,11 @@ def _sweeps_bwd(dy, dhT, x, dtla, A, B, C, D, z, dt_bias, h0, seq_idx, has_dt, d
     # autograd hands broadcast gradients (stride 0, e.g. of hT.sum()) to the kernels'
     # contiguous addressing: materialize them
     dy = dy.contiguous()
+    dhT = dhT.contiguous() if dhT is not None else None
+    st_dtype = torch.float32 if (x.dtype == torch.float32 or fp32_states) else x.dtype
+    # fastlaunch.launch's argument key (see _fwd)
+    ak = arg_key((x, dtla, A, B, C, D, z, dt_bias, h0, seq_idx, dy, dhT), x.shape, B.shape,
+                 st_dtype)
     cfg = pick_config(p, n, None if chunk_size < 0 else chunk_size, x.dtype, "bwd")
     BP = cfg["BP"]
     npb = _cdiv(p, BP)
@@ -125,7 +134,6 @@ def _sweeps_bwd(dy, dhT, x, dtla, A, B, C, D, z, dt_bias, h0, seq_idx, has_dt, d
     f32 = dict(device=x.device, dtype=torch.float32)
     grads = _GradBuffers(b, T, h, g, p, n, npb, D, f32)
     w = torch.empty(npb, b * h, T, **f32)
-    st_dtype = torch.float32 if (x.dtype == torch.float32 or fp32_states) else x.dtype
     # the state entering each chunk, for the reverse sweep
     states = torch.empty(b, h, nc, p, n, device=x.device, dtype=st_dtype)
     dz = torch.empty_like(z) if z is not None else None
@@ -146,16 +154,16 @@ def _sweeps_bwd(dy, dhT, x, dtla, A, B, C, D, z, dt_bias, h0, seq_idx, has_dt, d
                 dec, etot = decays[1:]
             else:
                 dec, etot = _pre_decays(pre, x, dtla, A, dt_bias, seq_idx, has_dt, dt_softplus,
-                                        cfg["Q"], True, d)
+                                        cfg["Q"], True, d, ak)
             for factored in _launches(fast):
                 launch(
                     K.ssd_bwd_fwdsweep_kernel, grid,
                     x, dtla, o(A), o(dt_bias), Bx, Cx, o(D), o(z), o(h0), o(seq_idx), dy,
                     dec, etot,
                     grads.ws, w, o(dz), o(grads.dD), states,
-                    T, h, g, p, n, HAS_H0=h0 is not None, FACTORED=factored, **flags,
+                    T, h, g, p, n, HAS_H0=h0 is not None, FACTORED=factored, arg_key=ak,
+                    **flags,
                     **_launch_opts(dict(cfg, num_stages=cfg["fwd_sweep_stages"])))
-        dhT = dhT.contiguous() if dhT is not None else None
         dx = torch.empty_like(x)
         ddt = torch.empty(npb, b, T, h, **f32)      # the raw dt's (or log_a's) gradient
         dh0 = torch.empty(b, h, p, n, **f32) if need_dh0 else None
@@ -167,7 +175,7 @@ def _sweeps_bwd(dy, dhT, x, dtla, A, B, C, D, z, dt_bias, h0, seq_idx, has_dt, d
                     x, dtla, o(A), o(dt_bias), Bx, Cx, o(D), o(z), o(seq_idx), dy, o(dhT),
                     dec, etot, states, w, dx, dB, ddt, sums, o(dh0),
                     T, h, g, p, n, npb, HAS_DHT=dhT is not None, STORE_DH0=need_dh0,
-                    FACTORED=factored, E_ON_C=bool(cfg["E_ON_C"]), **flags,
+                    FACTORED=factored, E_ON_C=bool(cfg["E_ON_C"]), arg_key=ak, **flags,
                     **_launch_opts(cfg))
     if T == 0:
         if need_dh0:
