@@ -7,10 +7,12 @@ torch.compile, decode, and the timing grid for semisep and the anchors (mamba_ss
 SDPA causal), each when importable.
 
     python benchmarks/gpu_ssd.py --out DIR [--skip-checks] [--skip-bench] [--variants ...]
-                                 [--cache-in FILE] [--cache-out FILE]
+                                 [--repeat K] [--cache-in FILE] [--cache-out FILE]
 
 Writes DIR/h200_ssd.json (one row per impl, N, T: fwd_ms, fwdbwd_ms, peak_mb) and a log.
 Variants of our kernels are given as ``name:ENV=VAL;ENV=VAL`` (env read by pick_config).
+``--repeat K`` times each cell K times, every impl in turn, and keeps the medians (the host,
+which bounds the calls up to 4K steps, drifts by up to 30 % within a run).
 ``--cache-out`` packs the Triton kernel cache of the run (ours and the anchors') into a tar,
 ``--cache-in`` starts from one: on a fresh machine the checks spend most of their ~250 s
 compiling, and a kernel whose source did not change is then not compiled again.
@@ -23,6 +25,7 @@ import importlib.util
 import json
 import math
 import os
+import statistics
 import sys
 import tarfile
 import tempfile
@@ -383,7 +386,27 @@ def peak_of(fn):
     return (torch.cuda.max_memory_allocated() - base) / 2**20
 
 
-def bench_grid(results, variants, Ns, Ts, impls, b=8, h=32, p=64, g=1):
+def _median_rows(reps):
+    """One row per impl from ``reps`` (each a list of rows of one repetition of a cell): the
+    median of each timing over the repetitions, which alternate the impls (the host's speed
+    drifts by up to 30 % within a run), and the single times in ``*_ms_all``."""
+    out = []
+    for i, row in enumerate(reps[0]):
+        row = dict(row)
+        for key in ("fwd_ms", "fwdbwd_ms"):
+            vals = [r[i].get(key) for r in reps if r[i].get(key) is not None]
+            if len(reps) > 1:
+                row[f"{key}_all"] = vals
+            row[key] = statistics.median(vals) if vals else None
+        if len(reps) > 1 and row.get("fwd_ms") and reps[0][i].get("fwd_ms"):
+            scale = reps[0][i]["fwd_ms"] / row["fwd_ms"]
+            row["fwd_TFLOPs"] *= scale
+            row["fwd_GBps"] *= scale
+        out.append(row)
+    return out
+
+
+def bench_grid(results, variants, Ns, Ts, impls, b=8, h=32, p=64, g=1, repeat=1):
     from triton.testing import do_bench
     from semisep.backends.triton import ssd
     rows = results.setdefault("rows", [])
@@ -407,106 +430,110 @@ def bench_grid(results, variants, Ns, Ts, impls, b=8, h=32, p=64, g=1):
             xg, dtg, Bg, Cg = [t.detach().clone().requires_grad_(True) for t in leaves]
             flops = b * h * T * (2 * 64 * (n + p) + 4 * n * p)
             nbytes = 2 * x.numel() * 2 + 2 * B.numel() * 2 + dt.numel() * 4
-            cells = {}
+            reps = []
+            for rep in range(repeat):
+                cell = []
 
-            def add(impl, fwd, fwdbwd):
-                row = dict(impl=impl, N=n, T=T, b=b, h=h, p=p, g=g)
-                for key, fn in (("fwd", fwd), ("fwdbwd", fwdbwd)):
-                    if fn is None:
-                        row[f"{key}_ms"] = None
-                        continue
+                def add(impl, fwd, fwdbwd):
+                    row = dict(impl=impl, N=n, T=T, b=b, h=h, p=p, g=g)
+                    for key, fn in (("fwd", fwd), ("fwdbwd", fwdbwd)):
+                        if fn is None:
+                            row[f"{key}_ms"] = None
+                            continue
+                        try:
+                            fn()
+                            row[f"{key}_ms"] = bench(fn)
+                            if key == "fwdbwd":
+                                row["peak_mb"] = peak_of(fn)
+                            elif "peak_mb" not in row:
+                                row["fwd_peak_mb"] = peak_of(fn)
+                        except Exception as e:  # noqa: BLE001
+                            row[f"{key}_ms"] = None
+                            row[f"{key}_error"] = f"{type(e).__name__}: {str(e)[:200]}"
+                    if row.get("fwd_ms"):
+                        row["fwd_TFLOPs"] = flops / row["fwd_ms"] / 1e9
+                        row["fwd_GBps"] = nbytes / row["fwd_ms"] / 1e6
+                    cell.append(row)
+                    log(f"N={n:4d} T={T:6d} {impl:28s} fwd {row.get('fwd_ms') or float('nan'):8.3f} ms"
+                        f"  fwdbwd {row.get('fwdbwd_ms') or float('nan'):8.3f} ms"
+                        f"  peak {row.get('peak_mb', float('nan')):8.1f} MB"
+                        + (f"  err {row.get('fwd_error', '')}{row.get('fwdbwd_error', '')}"
+                           if ('fwd_error' in row or 'fwdbwd_error' in row) else ""))
+
+                first_y = None
+                for vname, env in variants:
+                    old = {k: os.environ.get(k) for k in env}
+                    os.environ.update(env)
                     try:
-                        fn()
-                        row[f"{key}_ms"] = bench(fn)
-                        if key == "fwdbwd":
-                            row["peak_mb"] = peak_of(fn)
-                        elif "peak_mb" not in row:
-                            row["fwd_peak_mb"] = peak_of(fn)
-                    except Exception as e:  # noqa: BLE001
-                        row[f"{key}_ms"] = None
-                        row[f"{key}_error"] = f"{type(e).__name__}: {str(e)[:200]}"
-                if row.get("fwd_ms"):
-                    row["fwd_TFLOPs"] = flops / row["fwd_ms"] / 1e9
-                    row["fwd_GBps"] = nbytes / row["fwd_ms"] / 1e6
-                rows.append(row)
-                cells[impl] = row
-                log(f"N={n:4d} T={T:6d} {impl:28s} fwd {row.get('fwd_ms') or float('nan'):8.3f} ms"
-                    f"  fwdbwd {row.get('fwdbwd_ms') or float('nan'):8.3f} ms"
-                    f"  peak {row.get('peak_mb', float('nan')):8.1f} MB"
-                    + (f"  err {row.get('fwd_error', '')}{row.get('fwdbwd_error', '')}"
-                       if ('fwd_error' in row or 'fwdbwd_error' in row) else ""))
-
-            first_y = None
-            for vname, env in variants:
-                old = {k: os.environ.get(k) for k in env}
-                os.environ.update(env)
-                try:
-                    # every variant is checked against the first (knobs such as UNROLL change
-                    # nothing under the CPU interpreter, so only a GPU run can test them)
-                    yv = ssd(xg, None, Bg, Cg, dt=dtg, A=A, D=D)
-                    dv = torch.autograd.grad(yv, (xg, dtg, Bg, Cg), gy)
-                    if first_y is None:
-                        first_y = (yv.detach(), dv)
-                    else:
-                        errs = [rel(a, b) for a, b in zip((yv.detach(), *dv),
-                                                          (first_y[0], *first_y[1]))]
-                        log(f"  {vname} vs {variants[0][0]}: y, dx, ddt, dB, dC "
-                            + " ".join(f"{e:.1e}" for e in errs))
-                    del yv, dv
-                    add(f"semisep[{vname}]",
-                        lambda: ssd(x, None, B, C, dt=dt, A=A, D=D),
-                        lambda: torch.autograd.grad(
-                            ssd(xg, None, Bg, Cg, dt=dtg, A=A, D=D), (xg, dtg, Bg, Cg), gy))
-                finally:
-                    for k, v in old.items():
-                        if v is None:
-                            os.environ.pop(k, None)
-                        else:
-                            os.environ[k] = v
-            if mamba is not None:
-                add("mamba_chunk_scan_combined",
-                    lambda: mamba(x, dt, A, B, C, chunk_size=256, D=D),
-                    lambda: torch.autograd.grad(
-                        mamba(xg, dtg, A, Bg, Cg, chunk_size=256, D=D), (xg, dtg, Bg, Cg), gy))
-            if "packed" in impls:
-                # packed sequences of 2048 steps (seq_idx), as in training: every (b, h) with
-                # a boundary runs the exact loops (the factored ones need no resets)
-                seq = (torch.arange(T, device="cuda", dtype=torch.int32) // 2048).expand(b, T)
-                seq = seq.contiguous()
-                add("semisep[packed 2K]", lambda: ssd(x, None, B, C, dt=dt, A=A, D=D, seq_idx=seq),
-                    lambda: torch.autograd.grad(
-                        ssd(xg, None, Bg, Cg, dt=dtg, A=A, D=D, seq_idx=seq), (xg, dtg, Bg, Cg),
-                        gy))
+                        # every variant is checked against the first (knobs such as UNROLL change
+                        # nothing under the CPU interpreter, so only a GPU run can test them)
+                        if rep == 0:
+                            yv = ssd(xg, None, Bg, Cg, dt=dtg, A=A, D=D)
+                            dv = torch.autograd.grad(yv, (xg, dtg, Bg, Cg), gy)
+                            if first_y is None:
+                                first_y = (yv.detach(), dv)
+                            else:
+                                errs = [rel(a, b) for a, b in zip((yv.detach(), *dv),
+                                                                  (first_y[0], *first_y[1]))]
+                                log(f"  {vname} vs {variants[0][0]}: y, dx, ddt, dB, dC "
+                                    + " ".join(f"{e:.1e}" for e in errs))
+                            del yv, dv
+                        add(f"semisep[{vname}]",
+                            lambda: ssd(x, None, B, C, dt=dt, A=A, D=D),
+                            lambda: torch.autograd.grad(
+                                ssd(xg, None, Bg, Cg, dt=dtg, A=A, D=D), (xg, dtg, Bg, Cg), gy))
+                    finally:
+                        for k, v in old.items():
+                            if v is None:
+                                os.environ.pop(k, None)
+                            else:
+                                os.environ[k] = v
                 if mamba is not None:
-                    add("mamba_chunk_scan_combined[packed 2K]",
-                        lambda: mamba(x, dt, A, B, C, chunk_size=256, D=D, seq_idx=seq),
+                    add("mamba_chunk_scan_combined",
+                        lambda: mamba(x, dt, A, B, C, chunk_size=256, D=D),
                         lambda: torch.autograd.grad(
-                            mamba(xg, dtg, A, Bg, Cg, chunk_size=256, D=D, seq_idx=seq),
-                            (xg, dtg, Bg, Cg), gy))
-            if fla is not None:
-                chunk_gla, fused_gla = fla
-                q = C.expand(b, T, h, n).contiguous()
-                k = B.expand(b, T, h, n).contiguous()
-                v = (x.float() * dt[..., None]).to(x.dtype)
-                gg = (dt * A).contiguous()
-                qg, kg, vg, ggg = [t.detach().clone().requires_grad_(True) for t in (q, k, v, gg)]
-                add("fla_chunk_simple_gla",
-                    lambda: chunk_gla(q, k, v, g=gg, scale=1.0)[0],
-                    lambda: torch.autograd.grad(chunk_gla(qg, kg, vg, g=ggg, scale=1.0)[0],
-                                                (qg, kg, vg, ggg), gy))
-                add("fla_fused_chunk_simple_gla",
-                    lambda: fused_gla(q, k, v, g=gg, scale=1.0)[0],
-                    lambda: torch.autograd.grad(fused_gla(qg, kg, vg, g=ggg, scale=1.0)[0],
-                                                (qg, kg, vg, ggg), gy))
-            if "sdpa" in impls:
-                qs = torch.randn(b, h, T, 64, device="cuda", dtype=torch.bfloat16)
-                ks, vs = torch.randn_like(qs), torch.randn_like(qs)
-                qsg, ksg, vsg = [t.clone().requires_grad_(True) for t in (qs, ks, vs)]
-                sdpa = torch.nn.functional.scaled_dot_product_attention
-                add("torch_sdpa_causal",
-                    lambda: sdpa(qs, ks, vs, is_causal=True),
-                    lambda: torch.autograd.grad(sdpa(qsg, ksg, vsg, is_causal=True),
-                                                (qsg, ksg, vsg), gy.transpose(1, 2)))
+                            mamba(xg, dtg, A, Bg, Cg, chunk_size=256, D=D), (xg, dtg, Bg, Cg), gy))
+                if "packed" in impls:
+                    # packed sequences of 2048 steps (seq_idx), as in training: every (b, h) with
+                    # a boundary runs the exact loops (the factored ones need no resets)
+                    seq = (torch.arange(T, device="cuda", dtype=torch.int32) // 2048).expand(b, T)
+                    seq = seq.contiguous()
+                    add("semisep[packed 2K]", lambda: ssd(x, None, B, C, dt=dt, A=A, D=D, seq_idx=seq),
+                        lambda: torch.autograd.grad(
+                            ssd(xg, None, Bg, Cg, dt=dtg, A=A, D=D, seq_idx=seq), (xg, dtg, Bg, Cg),
+                            gy))
+                    if mamba is not None:
+                        add("mamba_chunk_scan_combined[packed 2K]",
+                            lambda: mamba(x, dt, A, B, C, chunk_size=256, D=D, seq_idx=seq),
+                            lambda: torch.autograd.grad(
+                                mamba(xg, dtg, A, Bg, Cg, chunk_size=256, D=D, seq_idx=seq),
+                                (xg, dtg, Bg, Cg), gy))
+                if fla is not None:
+                    chunk_gla, fused_gla = fla
+                    q = C.expand(b, T, h, n).contiguous()
+                    k = B.expand(b, T, h, n).contiguous()
+                    v = (x.float() * dt[..., None]).to(x.dtype)
+                    gg = (dt * A).contiguous()
+                    qg, kg, vg, ggg = [t.detach().clone().requires_grad_(True) for t in (q, k, v, gg)]
+                    add("fla_chunk_simple_gla",
+                        lambda: chunk_gla(q, k, v, g=gg, scale=1.0)[0],
+                        lambda: torch.autograd.grad(chunk_gla(qg, kg, vg, g=ggg, scale=1.0)[0],
+                                                    (qg, kg, vg, ggg), gy))
+                    add("fla_fused_chunk_simple_gla",
+                        lambda: fused_gla(q, k, v, g=gg, scale=1.0)[0],
+                        lambda: torch.autograd.grad(fused_gla(qg, kg, vg, g=ggg, scale=1.0)[0],
+                                                    (qg, kg, vg, ggg), gy))
+                if "sdpa" in impls:
+                    qs = torch.randn(b, h, T, 64, device="cuda", dtype=torch.bfloat16)
+                    ks, vs = torch.randn_like(qs), torch.randn_like(qs)
+                    qsg, ksg, vsg = [t.clone().requires_grad_(True) for t in (qs, ks, vs)]
+                    sdpa = torch.nn.functional.scaled_dot_product_attention
+                    add("torch_sdpa_causal",
+                        lambda: sdpa(qs, ks, vs, is_causal=True),
+                        lambda: torch.autograd.grad(sdpa(qsg, ksg, vsg, is_causal=True),
+                                                    (qsg, ksg, vsg), gy.transpose(1, 2)))
+                reps.append(cell)
+            rows.extend(_median_rows(reps))
             torch.cuda.empty_cache()
             if results.get("_out"):
                 with open(os.path.join(results["_out"], "h200_ssd.json"), "w") as f:
@@ -545,6 +572,8 @@ def main():
                     help="anchors to time (mamba, fla, sdpa) and 'packed': semisep and mamba "
                          "with seq_idx (sequences of 2048 steps)")
     ap.add_argument("--variants", nargs="*", default=["default:"])
+    ap.add_argument("--repeat", type=int, default=1,
+                    help="time every cell this many times, the impls in turn; rows keep medians")
     ap.add_argument("--cache-in", default=None)
     ap.add_argument("--cache-out", default=None)
     args = ap.parse_args()
@@ -575,7 +604,7 @@ def main():
             variants.append((name, env))
         impls = set(args.impls.split(",")) if args.impls else set()
         bench_grid(results, variants, [int(s) for s in args.Ns.split(",")],
-                   [int(s) for s in args.Ts.split(",")], impls)
+                   [int(s) for s in args.Ts.split(",")], impls, repeat=args.repeat)
         log(f"bench done at {time.time() - t0:.0f} s")
     results.pop("_out", None)
     with open(os.path.join(args.out, "h200_ssd.json"), "w") as f:

@@ -221,8 +221,8 @@ class _EagerSSD(torch.autograd.Function):
     @staticmethod
     def forward(ctx, *inputs):
         ctx.set_materialize_grads(False)
-        _save(ctx, inputs)
         y, hT, ctx.decays = _fwd(*inputs[:-1], for_grad=any(ctx.needs_input_grad))
+        _save(ctx, inputs)      # after the launches: host time the GPU need not wait for
         return y, hT
 
     @staticmethod
