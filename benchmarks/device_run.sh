@@ -1,5 +1,6 @@
 #!/bin/bash
-# One device call: bash benchmarks/device_run.sh STEP... (steps below; benchmarks/NOTES.md).
+# One device call: bash benchmarks/device_run.sh STEP... (steps below: ncu, sanitize, checks,
+# late, grid64, grid128, or a quoted command; benchmarks/NOTES.md).
 # Everything goes into one tar, $OUT/keep.tgz (the device returns at most 8 files).
 set -u
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
@@ -29,6 +30,17 @@ for step in "$@"; do
         grep -E "ERROR SUMMARY|finished|Error" /tmp/keep/sanitize_$T.log | head -5
       done ;;
     checks) python3 benchmarks/gpu_ssd.py --quick-checks --skip-bench --out /tmp/keep/checks ;;
+    late)  # 2^31+, torch.compile, decode, cached launch; every cached launch checks its arg_key
+      SEMISEP_TRITON_CHECK_ARG_KEY=1 python3 benchmarks/gpu_ssd.py --late-checks --skip-bench \
+          --out /tmp/keep/late ;;
+    grid64)  # the N = 64 grid with the anchors, each cell twice with the impls in turn
+      python3 benchmarks/gpu_ssd.py --skip-checks --Ns 64 --impls mamba,fla --repeat 2 \
+          --out /tmp/keep/grid64 > /tmp/keep/grid64.log 2>&1
+      grep -E "^N=" /tmp/keep/grid64.log | cut -c1-104 ;;
+    grid128)  # the N = 128 grid with the anchors
+      python3 benchmarks/gpu_ssd.py --skip-checks --Ns 128 --impls mamba,fla \
+          --out /tmp/keep/grid128 > /tmp/keep/grid128.log 2>&1
+      grep -E "^N=" /tmp/keep/grid128.log | cut -c1-104 ;;
     *) eval "$step" ;;
   esac
   tar czf $OUT/keep.tgz -C /tmp/keep .   # after every step: a call cut at its limit keeps the rest
