@@ -22,8 +22,20 @@ def _device_ctx(t: torch.Tensor):
     return contextlib.nullcontext()
 
 
+_DUMMIES: dict = {}
+
+
 def _dummy(x):
-    return x.new_empty(1)
+    """A one-element tensor of x's dtype and device for the pointer arguments of absent inputs
+    and outputs (every use is behind a constexpr flag: never read or written); one per (device,
+    dtype), kept, except one made during a CUDA graph capture."""
+    key = (x.device, x.dtype)
+    d = _DUMMIES.get(key)
+    if d is None:
+        d = x.new_empty(1)
+        if not (x.is_cuda and torch.cuda.is_current_stream_capturing()):
+            _DUMMIES[key] = d
+    return d
 
 
 def _fwd(x, dtla, A, B, C, D, z, dt_bias, h0, seq_idx, has_dt, dt_softplus, chunk_size,
@@ -150,7 +162,7 @@ def _sweeps_bwd(dy, dhT, x, dtla, A, B, C, D, z, dt_bias, h0, seq_idx, has_dt, d
                  FACTOR=_factor("bwd"), ATOMIC=grads.atomic, FAST=fast)
     with _device_ctx(x):
         if T > 0:
-            if pre and decays is not None and decays[0] == cfg["Q"] and len(decays[1]) == 8:
+            if pre and decays is not None and decays[0] == cfg["Q"] and decays[1].shape[0] == 8:
                 dec, etot = decays[1:]
             else:
                 dec, etot = _pre_decays(pre, x, dtla, A, dt_bias, seq_idx, has_dt, dt_softplus,
