@@ -2,10 +2,11 @@
 
 python benchmarks/aot_check.py [BP=64 BN=64 Q=64 num_warps=4 num_stages=2 dtype=bf16 maxnreg=N
                                  pre=0|1 factor=0|1 atomic=0|1 factored=0|1 sass=1 dump=FILE only=fwd+bwd1+...
-                                 even=0|1 full=1 HAS_Z=1 D_PER_P=1 ...]
+                                 even=0|1 full=1 loops=N HAS_Z=1 D_PER_P=1 ...]
 
 ``full=1`` turns every optional feature on (dt_bias, softplus, D per p, z, seq_idx, initial and
-final state gradients) and adds the decode and pre-pass kernels; an upper-case key sets one flag.
+final state gradients) and adds the decode and pre-pass kernels; an upper-case key sets one flag;
+``loops=N`` lists every loop of N or more instructions (a kernel with ``ONE_LAUNCH`` has two).
 Run it under the Triton of the device (3.6) to catch front-end errors before a device call.
 """
 import sys
@@ -114,14 +115,19 @@ def loop_report(cubin, top=12):
         if m:
             ins.append((int(m.group(1), 16), m.group(2).strip()))
     best = None
+    loops = []
     for a, txt in ins:
         m = re.search(r"BRA\s+0x([0-9a-f]+)", txt)
         if m and int(m.group(1), 16) < a:
             tgt = int(m.group(1), 16)
+            loops.append(sum(1 for b, _ in ins if tgt <= b <= a))
             if best is None or a - tgt > best[1] - best[0]:
                 best = (tgt, a)
     if best is None:
         return "no loop"
+    if opts.get("loops"):
+        print(f"    loops of {opts['loops']}+ instructions:",
+              sorted((k for k in loops if k >= opts["loops"]), reverse=True))
     body = [t for a, t in ins if best[0] <= a <= best[1]]
     if opts.get("dump"):
         with open(opts["dump"], "w") as f:

@@ -462,3 +462,31 @@ def _dt_scales(ins, kw, gy, gs, want):
         assert torch.allclose(v, want[nm].double(), rtol=1e-6, atol=1e-9), nm
     dt_scale = sig * ((x * dxs).abs().sum(-1) + (A * dla).abs())
     return {"dt": dt_scale, "A": (dla * dtv).abs().sum((0, 1)), "dt_bias": dt_scale.sum((0, 1))}
+
+
+@pytest.mark.parametrize("deterministic", [False, True])
+def test_one_launch_runs_both_loops(monkeypatch, deterministic):
+    """``SEMISEP_TRITON_ONE_LAUNCH=1``: each kernel launched once holding both loops. The
+    (b, h) pairs with resets (exact loop) and without (factored loop) of one call give the
+    float64 result, and the two launches' result."""
+    monkeypatch.setattr(torch, "are_deterministic_algorithms_enabled", lambda: deterministic)
+    d = make(T=45)
+    ins = [d[k].clone().requires_grad_(True) for k in ("x", "la", "B", "C", "h0", "Dp", "z")]
+
+    def run():
+        x, la, B, C, h0, D, z = ins
+        y, hT = ssd(x, la, B, C, initial_state=h0, D=D, z=z, chunk_size=16,
+                    return_final_state=True)
+        gy = torch.linspace(-1, 1, y.numel()).view_as(y)
+        return [y, hT, *torch.autograd.grad((y * gy).sum() + hT.square().sum(), ins)]
+
+    two = run()
+    monkeypatch.setenv("SEMISEP_TRITON_ONE_LAUNCH", "1")
+    one = run()
+    x, la, B, C, h0, D, z = [t.detach().requires_grad_(True) for t in ins]
+    yr, sr = naive.ssd_reference(x, la, B, C, initial_state=h0, D=D, z=z)
+    gy = torch.linspace(-1, 1, yr.numel()).view_as(yr).double()
+    want = [yr, sr, *torch.autograd.grad((yr * gy).sum() + sr.square().sum(),
+                                         [x, la, B, C, h0, D, z])]
+    for i, (a, b, w) in enumerate(zip(one, two, want)):
+        assert rel(a, b) < 1e-6 and rel(a, torch.nan_to_num(w, nan=0.0)) < 2e-5, i

@@ -194,16 +194,22 @@ def _decay_tile(hi, lo, offs_q, TRANSPOSED: tl.constexpr):
 
 
 @triton.jit
+def _factorable(etot_ptr, pid_bh, NC):
+    """Whether every chunk of this program's (b, h) decays by more than FACTOR_MIN (its row of
+    the pre-pass's chunk decays ``etot``): the factored loops' condition."""
+    row = etot_ptr + pid_bh.to(tl.int64) * NC
+    offs = tl.arange(0, 1024)
+    least = tl.min(tl.load(row + offs, mask=offs < NC, other=1.0), axis=0)
+    for c0 in range(1024, NC, 1024):
+        e = tl.load(row + c0 + offs, mask=c0 + offs < NC, other=1.0)
+        least = tl.minimum(least, tl.min(e, axis=0))
+    return least > FACTOR_MIN
+
+
+@triton.jit
 def _skip(etot_ptr, pid_bh, NC, FAST: tl.constexpr, FACTORED: tl.constexpr):
-    """Whether this program belongs to the other launch (see :func:`ssd_fwd_kernel`): its row
-    of the pre-pass's chunk decays ``etot`` says whether every chunk is above FACTOR_MIN."""
+    """Whether this program belongs to the other launch (see :func:`ssd_fwd_kernel`)."""
     skip = False
     if FAST:
-        row = etot_ptr + pid_bh.to(tl.int64) * NC
-        offs = tl.arange(0, 1024)
-        least = tl.min(tl.load(row + offs, mask=offs < NC, other=1.0), axis=0)
-        for c0 in range(1024, NC, 1024):
-            e = tl.load(row + c0 + offs, mask=c0 + offs < NC, other=1.0)
-            least = tl.minimum(least, tl.min(e, axis=0))
-        skip = (least > FACTOR_MIN) != FACTORED
+        skip = _factorable(etot_ptr, pid_bh, NC) != FACTORED
     return skip

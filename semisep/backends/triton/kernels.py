@@ -22,7 +22,8 @@ are products of fp32 normals, so each sweep scales its operands by ``exp(-l)`` /
 and masks ``G`` or ``M`` to the lower triangle instead of forming a Q x Q decay tile. The other
 (batch, head) pairs (resets, extreme decays, float16 inputs) run the exact loop. Each sweep is
 launched once per loop kind and a program runs in the launch its chunk decays pick
-(:func:`.decays._skip`).
+(:func:`.decays._skip`), or (``ONE_LAUNCH``) once with both loops, each program running the
+one its chunk decays pick (:func:`.decays._factorable`).
 
 Backward: a decay pre-pass (on by default); two sweeps, each recomputing what it needs:
 
@@ -52,7 +53,7 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
-from .decays import _decays_all, _dt_grad_factors, _L_tile, _skip, _softplus
+from .decays import _decays_all, _dt_grad_factors, _factorable, _L_tile, _skip, _softplus
 from .tiles import (_chunk_inputs, _grad_rows, _io_starts, _ld, _load_D, _plus_D, _program,
                     _put_grad, _slot, _slot_offset, _st, _start, _state_nt, _state_rows,
                     _state_tile, _state_update, _tile)
@@ -79,14 +80,15 @@ def ssd_fwd_kernel(
     CLAMP_C: tl.constexpr, PRE: tl.constexpr = False, FACTOR: tl.constexpr = True,
     FAST: tl.constexpr = False, FACTORED: tl.constexpr = False, EVEN: tl.constexpr = False,
     UNROLL: tl.constexpr = 1, STATE_T: tl.constexpr = True, GRAM: tl.constexpr = False,
-    WIDE: tl.constexpr = False,
+    WIDE: tl.constexpr = False, ONE_LAUNCH: tl.constexpr = False,
 ):
     """The forward sweep. UNROLL: chunks per loop iteration (an experiment: more independent
     work in view of the scheduler, benchmarks/NOTES.md).
 
     FAST (needs PRE): the kernel is launched twice, FACTORED and not, and each program runs
     in the launch that matches whether every chunk of its (b, h) decays by more than
-    FACTOR_MIN. FACTORED: the decay tile is
+    FACTOR_MIN; with ONE_LAUNCH once, holding both loops (F = 0 and 1 below). FACTORED: the
+    decay tile is
     ``L = diag(exp(l)) 1_lower diag(exp(-l))`` and ``exp(l_end - l) = exp(l_end) exp(-l)``,
     so one scaled copy of x, ``u = xs exp(-l)``, serves both products and no Q x Q decay
     tile is formed. (A per-chunk branch around the dots instead defeats Triton's pipelining.)
@@ -104,64 +106,74 @@ def ssd_fwd_kernel(
     """
     pid_p, pid_bh, b64, h, grp = _program(H, G)
     n_chunks = tl.cdiv(T, Q)
-    if _skip(etot_ptr, pid_bh, n_chunks, FAST, FACTORED):
+    if ONE_LAUNCH:
+        factorable = _factorable(etot_ptr, pid_bh, n_chunks)
+    elif _skip(etot_ptr, pid_bh, n_chunks, FAST, FACTORED):
         return
-    offs_q = tl.arange(0, Q)
-    offs_p = pid_p * BP + tl.arange(0, BP)
-    offs_n = tl.arange(0, BN)
-    dtype = x_ptr.dtype.element_ty
-
-    x_base, y_base, z_base, B_base, C_base = _io_starts(x_ptr, y_ptr, z_ptr, B_ptr, C_ptr, b64,
-                                                        h, grp, T, H, G, P, N)
-    st_off, st_mask = _state_tile(b64, h, H, P, N, offs_p, offs_n, STATE_T)
-
-    if HAS_H0:
-        S = tl.load(h0_ptr + st_off, mask=st_mask, other=0.0).to(tl.float32)
-    elif STATE_T:
-        S = tl.zeros((BN, BP), dtype=tl.float32)
-    else:
-        S = tl.zeros((BP, BN), dtype=tl.float32)
-    if HAS_D:
-        Dv = _load_D(D_ptr, h, P, offs_p, D_PER_P)
-    if GRAM:
-        gl_base = gl_ptr + (b64 * G + grp) * n_chunks * (Q * Q)
-
-    for c in tl.range(0, n_chunks, loop_unroll_factor=UNROLL):
-        t = c * Q + offs_q.to(tl.int64)
-        dtv, hi, lo, e_in, to_end, e_tot, inv = _decays_all(
-            PRE, dec_ptr, etot_ptr, tl.num_programs(1), n_chunks, c, dt_ptr, A_ptr, dtb_ptr,
-            seq_ptr, b64, h, H, T, t, HAS_DT, DT_SOFTPLUS, HAS_DTB, HAS_SEQ, CLAMP_C)
-        mask_t, m_tp, m_tn, x, Bt, Ct = _chunk_inputs(x_base, B_base, C_base, t, T, H, G, P, N,
-                                                      offs_p, offs_n, EVEN)
-        if not (FACTORED and GRAM):
-            Gm = tl.dot(Ct, tl.trans(Bt), input_precision=PREC)
-        acc = tl.dot(Ct, _state_nt(S, STATE_T).to(dtype), input_precision=PREC)
-        if FACTORED:
-            u = (x.to(tl.float32) * (dtv * inv)[:, None]).to(dtype)
-            if GRAM:
-                W = tl.load(_tile(gl_base + _slot_offset(c, Q * Q, WIDE), offs_q, Q, offs_q))
-            else:
-                W = tl.where(offs_q[:, None] >= offs_q[None, :], Gm, 0.0).to(dtype)
-            acc = tl.dot(W, u, acc, input_precision=PREC) * e_in[:, None]
-            S = _state_update(S, u, Bt, STATE_T, PREC) * e_tot
+    # one loop, the launch's FACTORED (F), or with ONE_LAUNCH both (F = 0, 1: the exact and the
+    # factored loop), each program running the one its chunk decays pick
+    for F in tl.static_range(0 if ONE_LAUNCH else FACTORED, 2 if ONE_LAUNCH else FACTORED + 1):
+        if ONE_LAUNCH:
+            go = factorable == (F == 1)
         else:
-            if HAS_DT:
-                xs = (x.to(tl.float32) * dtv[:, None]).to(dtype)
-            else:
-                xs = x
-            W = (Gm * _L_tile(hi, lo, e_in, inv, e_tot, offs_q, False, FACTOR)).to(dtype)
-            acc = tl.dot(W, xs, acc * e_in[:, None], input_precision=PREC)
-            xd = (x.to(tl.float32) * (dtv * to_end)[:, None]).to(dtype)
-            S = _state_update(S * e_tot, xd, Bt, STATE_T, PREC)
-        if HAS_D:
-            acc = _plus_D(acc, x.to(tl.float32), Dv, D_PER_P)
-        if HAS_Z:
-            zz = _ld(_tile(z_base, t, H * P, offs_p), m_tp, EVEN).to(tl.float32)
-            acc = acc * zz * tl.sigmoid(zz)
-        _st(_tile(y_base, t, H * P, offs_p), acc.to(dtype), m_tp, EVEN)
+            go = True
+        if go:
+            offs_q = tl.arange(0, Q)
+            offs_p = pid_p * BP + tl.arange(0, BP)
+            offs_n = tl.arange(0, BN)
+            dtype = x_ptr.dtype.element_ty
 
-    if STORE_HT:
-        tl.store(hT_ptr + st_off, S.to(hT_ptr.dtype.element_ty), mask=st_mask)
+            x_base, y_base, z_base, B_base, C_base = _io_starts(x_ptr, y_ptr, z_ptr, B_ptr, C_ptr, b64,
+                                                                h, grp, T, H, G, P, N)
+            st_off, st_mask = _state_tile(b64, h, H, P, N, offs_p, offs_n, STATE_T)
+
+            if HAS_H0:
+                S = tl.load(h0_ptr + st_off, mask=st_mask, other=0.0).to(tl.float32)
+            elif STATE_T:
+                S = tl.zeros((BN, BP), dtype=tl.float32)
+            else:
+                S = tl.zeros((BP, BN), dtype=tl.float32)
+            if HAS_D:
+                Dv = _load_D(D_ptr, h, P, offs_p, D_PER_P)
+            if GRAM:
+                gl_base = gl_ptr + (b64 * G + grp) * n_chunks * (Q * Q)
+
+            for c in tl.range(0, n_chunks, loop_unroll_factor=UNROLL):
+                t = c * Q + offs_q.to(tl.int64)
+                dtv, hi, lo, e_in, to_end, e_tot, inv = _decays_all(
+                    PRE, dec_ptr, etot_ptr, tl.num_programs(1), n_chunks, c, dt_ptr, A_ptr, dtb_ptr,
+                    seq_ptr, b64, h, H, T, t, HAS_DT, DT_SOFTPLUS, HAS_DTB, HAS_SEQ, CLAMP_C)
+                mask_t, m_tp, m_tn, x, Bt, Ct = _chunk_inputs(x_base, B_base, C_base, t, T, H, G, P, N,
+                                                              offs_p, offs_n, EVEN)
+                if not (F and GRAM):
+                    Gm = tl.dot(Ct, tl.trans(Bt), input_precision=PREC)
+                acc = tl.dot(Ct, _state_nt(S, STATE_T).to(dtype), input_precision=PREC)
+                if F:
+                    u = (x.to(tl.float32) * (dtv * inv)[:, None]).to(dtype)
+                    if GRAM:
+                        W = tl.load(_tile(gl_base + _slot_offset(c, Q * Q, WIDE), offs_q, Q, offs_q))
+                    else:
+                        W = tl.where(offs_q[:, None] >= offs_q[None, :], Gm, 0.0).to(dtype)
+                    acc = tl.dot(W, u, acc, input_precision=PREC) * e_in[:, None]
+                    S = _state_update(S, u, Bt, STATE_T, PREC) * e_tot
+                else:
+                    if HAS_DT:
+                        xs = (x.to(tl.float32) * dtv[:, None]).to(dtype)
+                    else:
+                        xs = x
+                    W = (Gm * _L_tile(hi, lo, e_in, inv, e_tot, offs_q, False, FACTOR)).to(dtype)
+                    acc = tl.dot(W, xs, acc * e_in[:, None], input_precision=PREC)
+                    xd = (x.to(tl.float32) * (dtv * to_end)[:, None]).to(dtype)
+                    S = _state_update(S * e_tot, xd, Bt, STATE_T, PREC)
+                if HAS_D:
+                    acc = _plus_D(acc, x.to(tl.float32), Dv, D_PER_P)
+                if HAS_Z:
+                    zz = _ld(_tile(z_base, t, H * P, offs_p), m_tp, EVEN).to(tl.float32)
+                    acc = acc * zz * tl.sigmoid(zz)
+                _st(_tile(y_base, t, H * P, offs_p), acc.to(dtype), m_tp, EVEN)
+
+            if STORE_HT:
+                tl.store(hT_ptr + st_off, S.to(hT_ptr.dtype.element_ty), mask=st_mask)
 
 
 @triton.jit
@@ -209,130 +221,140 @@ def ssd_bwd_fwdsweep_kernel(
     Q: tl.constexpr, BP: tl.constexpr, BN: tl.constexpr, PREC: tl.constexpr,
     CLAMP_C: tl.constexpr, PRE: tl.constexpr = False, FACTOR: tl.constexpr = True,
     ATOMIC: tl.constexpr = False, FAST: tl.constexpr = False, FACTORED: tl.constexpr = False,
-    EVEN: tl.constexpr = False, WIDE: tl.constexpr = False,
+    EVEN: tl.constexpr = False, WIDE: tl.constexpr = False, ONE_LAUNCH: tl.constexpr = False,
 ):
     """Forward sweep of the backward: dC and dD (partials, or added in place with ATOMIC), dz,
     ``w = r1off + rowP - colP`` (module docstring), and the state entering each chunk (for
-    ``<dS_out, S_in>`` in the reverse sweep). FAST, FACTORED: as in :func:`ssd_fwd_kernel`;
+    ``<dS_out, S_in>`` in the reverse sweep). FAST, FACTORED, ONE_LAUNCH: as in
+    :func:`ssd_fwd_kernel`;
     WIDE: a (b, h)'s stored states hold 2^31 elements or more."""
     pid_p, pid_bh, b64, h, grp = _program(H, G)
     NC = tl.cdiv(T, Q)
-    if _skip(etot_ptr, pid_bh, NC, FAST, FACTORED):
+    if ONE_LAUNCH:
+        factorable = _factorable(etot_ptr, pid_bh, NC)
+    elif _skip(etot_ptr, pid_bh, NC, FAST, FACTORED):
         return
-    offs_q = tl.arange(0, Q)
-    offs_p = pid_p * BP + tl.arange(0, BP)
-    offs_n = tl.arange(0, BN)
-    mask_p = offs_p < P
-    dtype = x_ptr.dtype.element_ty
-
-    x_base, dy_base, z_base, B_base, C_base = _io_starts(x_ptr, dy_ptr, z_ptr, B_ptr, C_ptr,
-                                                         b64, h, grp, T, H, G, P, N)
-    dz_base = _start(dz_ptr, b64, h, T, H, P)
-    dC_base, dC_rs = _grad_rows(dC_ptr, pid_p, b64, h, grp, T, H, G, N, ATOMIC)
-    w_base = w_ptr + _slot(pid_p, pid_bh) * T
-    st_off, st_mask = _state_tile(b64, h, H, P, N, offs_p, offs_n)
-    st_row0, st_loc = _state_rows(st_ptr, b64, h, H, NC, P, N, offs_p, offs_n)
-
-    NARROW: tl.constexpr = BN <= 64
-    if HAS_H0:
-        S = tl.load(h0_ptr + st_off, mask=st_mask, other=0.0).to(tl.float32)
-    else:
-        S = tl.zeros((BP, BN), dtype=tl.float32)
-    if HAS_D:
-        Dv = _load_D(D_ptr, h, P, offs_p, D_PER_P)
-        dD_acc = tl.zeros((BP,), dtype=tl.float32)
-
-    for c in range(0, NC):
-        t = c * Q + offs_q.to(tl.int64)
-        dtv, hi, lo, e_in, to_end, e_tot, inv = _decays_all(
-            PRE, dec_ptr, etot_ptr, tl.num_programs(1), NC, c, dt_ptr, A_ptr, dtb_ptr,
-            seq_ptr, b64, h, H, T, t, HAS_DT, DT_SOFTPLUS, HAS_DTB, HAS_SEQ, CLAMP_C)
-        mask_t, m_tp, m_tn, x, Bt, Ct = _chunk_inputs(x_base, B_base, C_base, t, T, H, G, P, N,
-                                                      offs_p, offs_n, EVEN)
-        dyo = _ld(_tile(dy_base, t, H * P, offs_p), m_tp, EVEN).to(tl.float32)
-        if HAS_DT:
-            xs = (x.to(tl.float32) * dtv[:, None]).to(dtype)
+    # as in ssd_fwd_kernel
+    for F in tl.static_range(0 if ONE_LAUNCH else FACTORED, 2 if ONE_LAUNCH else FACTORED + 1):
+        if ONE_LAUNCH:
+            go = factorable == (F == 1)
         else:
-            xs = x
-        if FACTORED:
-            # L_ij = e_in_i inv_j: with u = xs inv, (G o L) xs = e_in (G_lower u) and
-            # (M o L) B = e_in ((dy u^T)_lower B)
-            u = (x.to(tl.float32) * (dtv * inv)[:, None]).to(dtype)
-        else:
-            L = _L_tile(hi, lo, e_in, inv, e_tot, offs_q, False, FACTOR)
-            u = xs   # for _bwd_state_step
-        # The order keeps few fp32 tiles live at once (Triton 3.6, sm_90, benchmarks/NOTES.md):
-        # P and its sums before dy S, whose row sums are taken before the dC dot accumulates
-        # into it; with n <= 64 (NARROW) the state is stored and its update issued first (one
-        # fp32 S live: 272 -> 72 B of stack), with n = 128 after the other dots (384 -> 120).
-        if NARROW:
-            _st(st_row0 + _slot_offset(c, P * N, WIDE) + st_loc,
-                S.to(st_ptr.dtype.element_ty), st_mask, EVEN)
-        Gm = tl.dot(Ct, tl.trans(Bt), input_precision=PREC)
-        Sb = S.to(dtype)
-        if HAS_Z:
-            zz = _ld(_tile(z_base, t, H * P, offs_p), m_tp, EVEN).to(tl.float32)
-            sz = tl.sigmoid(zz)
-            # recompute y (pre-gate) for dz
-            yv = tl.dot(Ct, tl.trans(Sb), input_precision=PREC)
-            if FACTORED:
-                Wl = tl.where(offs_q[:, None] >= offs_q[None, :], Gm, 0.0).to(dtype)
-                yv = tl.dot(Wl, u, yv, input_precision=PREC) * e_in[:, None]
+            go = True
+        if go:
+            offs_q = tl.arange(0, Q)
+            offs_p = pid_p * BP + tl.arange(0, BP)
+            offs_n = tl.arange(0, BN)
+            mask_p = offs_p < P
+            dtype = x_ptr.dtype.element_ty
+
+            x_base, dy_base, z_base, B_base, C_base = _io_starts(x_ptr, dy_ptr, z_ptr, B_ptr, C_ptr,
+                                                                 b64, h, grp, T, H, G, P, N)
+            dz_base = _start(dz_ptr, b64, h, T, H, P)
+            dC_base, dC_rs = _grad_rows(dC_ptr, pid_p, b64, h, grp, T, H, G, N, ATOMIC)
+            w_base = w_ptr + _slot(pid_p, pid_bh) * T
+            st_off, st_mask = _state_tile(b64, h, H, P, N, offs_p, offs_n)
+            st_row0, st_loc = _state_rows(st_ptr, b64, h, H, NC, P, N, offs_p, offs_n)
+
+            NARROW: tl.constexpr = BN <= 64
+            if HAS_H0:
+                S = tl.load(h0_ptr + st_off, mask=st_mask, other=0.0).to(tl.float32)
             else:
-                yv = tl.dot((Gm * L).to(dtype), xs, yv * e_in[:, None], input_precision=PREC)
+                S = tl.zeros((BP, BN), dtype=tl.float32)
             if HAS_D:
-                yv = _plus_D(yv, x.to(tl.float32), Dv, D_PER_P)
-            dz = dyo * yv * sz * (1.0 + zz * (1.0 - sz))
-            _st(_tile(dz_base, t, H * P, offs_p), dz.to(dz_ptr.dtype.element_ty), m_tp, EVEN)
-            dyp = dyo * zz * sz
-        else:
-            dyp = dyo
-        dyc = dyp.to(dtype)
-        if NARROW:
-            S = _bwd_state_step(S, u, to_end, e_tot, Bt, FACTORED, PREC)
-        else:
-            _st(st_row0 + _slot_offset(c, P * N, WIDE) + st_loc,
-                S.to(st_ptr.dtype.element_ty), st_mask, EVEN)
-        # P = G o L o M (fp32, strictly lower: the diagonal crosses nothing)
-        strict = offs_q[:, None] > offs_q[None, :]
-        if FACTORED:
-            Mu = tl.dot(dyc, tl.trans(u), input_precision=PREC)      # dy_i . xs_j inv_j
-            Ml = tl.where(offs_q[:, None] >= offs_q[None, :], Mu, 0.0).to(dtype)
-        else:
-            M = tl.dot(dyc, tl.trans(xs), input_precision=PREC)
-            Ml = (M * L).to(dtype)
-        if HAS_D and not NARROW:
-            dD_acc += tl.sum(dyp * x.to(tl.float32), axis=0)
-        if FACTORED:
-            Pm = tl.where(strict, Gm * Mu, 0.0) * e_in[:, None]
-        else:
-            Pm = tl.where(strict, Gm * L * M, 0.0)
-        rowP = tl.sum(Pm, axis=1)
-        colP = tl.sum(Pm, axis=0)
-        dCs = tl.dot(dyc, Sb, input_precision=PREC)          # dy_i S, before e_in
-        # w_t = r1off_t + sum_j P_tj - sum_i P_it: the pairs entering the chunk at t
-        # (r1off_i = dy_i . exp(l_i) S_in C_i) and those inside it that start before or end at t
-        r1off = tl.sum(dCs * Ct.to(tl.float32), axis=1) * e_in
-        if HAS_D and NARROW:
-            dD_acc += tl.sum(dyp * x.to(tl.float32), axis=0)
-        _st(w_base + t, r1off + rowP - colP, mask_t, EVEN)
-        if not NARROW:
-            S = _bwd_state_step(S, u, to_end, e_tot, Bt, FACTORED, PREC)
-        if FACTORED:
-            dC = tl.dot(Ml, Bt, dCs, input_precision=PREC) * e_in[:, None]
-        else:
-            dC = tl.dot(Ml, Bt, dCs * e_in[:, None], input_precision=PREC)
-        _put_grad(_tile(dC_base, t, dC_rs, offs_n), dC, m_tn, ATOMIC, EVEN)
+                Dv = _load_D(D_ptr, h, P, offs_p, D_PER_P)
+                dD_acc = tl.zeros((BP,), dtype=tl.float32)
 
-    if HAS_D:
-        if ATOMIC:
-            # added over the batch into dD's (H, P) or (H,) fp32 buffer
-            if D_PER_P:
-                tl.atomic_add(dD_ptr + h * P + offs_p, dD_acc, mask=mask_p, sem="relaxed")
-            else:
-                tl.atomic_add(dD_ptr + h, tl.sum(dD_acc, axis=0), sem="relaxed")
-        else:
-            tl.store(dD_ptr + (b64 * H + h) * P + offs_p, dD_acc, mask=mask_p)
+            for c in range(0, NC):
+                t = c * Q + offs_q.to(tl.int64)
+                dtv, hi, lo, e_in, to_end, e_tot, inv = _decays_all(
+                    PRE, dec_ptr, etot_ptr, tl.num_programs(1), NC, c, dt_ptr, A_ptr, dtb_ptr,
+                    seq_ptr, b64, h, H, T, t, HAS_DT, DT_SOFTPLUS, HAS_DTB, HAS_SEQ, CLAMP_C)
+                mask_t, m_tp, m_tn, x, Bt, Ct = _chunk_inputs(x_base, B_base, C_base, t, T, H, G, P, N,
+                                                              offs_p, offs_n, EVEN)
+                dyo = _ld(_tile(dy_base, t, H * P, offs_p), m_tp, EVEN).to(tl.float32)
+                if HAS_DT:
+                    xs = (x.to(tl.float32) * dtv[:, None]).to(dtype)
+                else:
+                    xs = x
+                if F:
+                    # L_ij = e_in_i inv_j: with u = xs inv, (G o L) xs = e_in (G_lower u) and
+                    # (M o L) B = e_in ((dy u^T)_lower B)
+                    u = (x.to(tl.float32) * (dtv * inv)[:, None]).to(dtype)
+                else:
+                    L = _L_tile(hi, lo, e_in, inv, e_tot, offs_q, False, FACTOR)
+                    u = xs   # for _bwd_state_step
+                # The order keeps few fp32 tiles live at once (Triton 3.6, sm_90, benchmarks/NOTES.md):
+                # P and its sums before dy S, whose row sums are taken before the dC dot accumulates
+                # into it; with n <= 64 (NARROW) the state is stored and its update issued first (one
+                # fp32 S live: 272 -> 72 B of stack), with n = 128 after the other dots (384 -> 120).
+                if NARROW:
+                    _st(st_row0 + _slot_offset(c, P * N, WIDE) + st_loc,
+                        S.to(st_ptr.dtype.element_ty), st_mask, EVEN)
+                Gm = tl.dot(Ct, tl.trans(Bt), input_precision=PREC)
+                Sb = S.to(dtype)
+                if HAS_Z:
+                    zz = _ld(_tile(z_base, t, H * P, offs_p), m_tp, EVEN).to(tl.float32)
+                    sz = tl.sigmoid(zz)
+                    # recompute y (pre-gate) for dz
+                    yv = tl.dot(Ct, tl.trans(Sb), input_precision=PREC)
+                    if F:
+                        Wl = tl.where(offs_q[:, None] >= offs_q[None, :], Gm, 0.0).to(dtype)
+                        yv = tl.dot(Wl, u, yv, input_precision=PREC) * e_in[:, None]
+                    else:
+                        yv = tl.dot((Gm * L).to(dtype), xs, yv * e_in[:, None], input_precision=PREC)
+                    if HAS_D:
+                        yv = _plus_D(yv, x.to(tl.float32), Dv, D_PER_P)
+                    dz = dyo * yv * sz * (1.0 + zz * (1.0 - sz))
+                    _st(_tile(dz_base, t, H * P, offs_p), dz.to(dz_ptr.dtype.element_ty), m_tp, EVEN)
+                    dyp = dyo * zz * sz
+                else:
+                    dyp = dyo
+                dyc = dyp.to(dtype)
+                if NARROW:
+                    S = _bwd_state_step(S, u, to_end, e_tot, Bt, F, PREC)
+                else:
+                    _st(st_row0 + _slot_offset(c, P * N, WIDE) + st_loc,
+                        S.to(st_ptr.dtype.element_ty), st_mask, EVEN)
+                # P = G o L o M (fp32, strictly lower: the diagonal crosses nothing)
+                strict = offs_q[:, None] > offs_q[None, :]
+                if F:
+                    Mu = tl.dot(dyc, tl.trans(u), input_precision=PREC)      # dy_i . xs_j inv_j
+                    Ml = tl.where(offs_q[:, None] >= offs_q[None, :], Mu, 0.0).to(dtype)
+                else:
+                    M = tl.dot(dyc, tl.trans(xs), input_precision=PREC)
+                    Ml = (M * L).to(dtype)
+                if HAS_D and not NARROW:
+                    dD_acc += tl.sum(dyp * x.to(tl.float32), axis=0)
+                if F:
+                    Pm = tl.where(strict, Gm * Mu, 0.0) * e_in[:, None]
+                else:
+                    Pm = tl.where(strict, Gm * L * M, 0.0)
+                rowP = tl.sum(Pm, axis=1)
+                colP = tl.sum(Pm, axis=0)
+                dCs = tl.dot(dyc, Sb, input_precision=PREC)          # dy_i S, before e_in
+                # w_t = r1off_t + sum_j P_tj - sum_i P_it: the pairs entering the chunk at t
+                # (r1off_i = dy_i . exp(l_i) S_in C_i) and those inside it that start before or end at t
+                r1off = tl.sum(dCs * Ct.to(tl.float32), axis=1) * e_in
+                if HAS_D and NARROW:
+                    dD_acc += tl.sum(dyp * x.to(tl.float32), axis=0)
+                _st(w_base + t, r1off + rowP - colP, mask_t, EVEN)
+                if not NARROW:
+                    S = _bwd_state_step(S, u, to_end, e_tot, Bt, F, PREC)
+                if F:
+                    dC = tl.dot(Ml, Bt, dCs, input_precision=PREC) * e_in[:, None]
+                else:
+                    dC = tl.dot(Ml, Bt, dCs * e_in[:, None], input_precision=PREC)
+                _put_grad(_tile(dC_base, t, dC_rs, offs_n), dC, m_tn, ATOMIC, EVEN)
+
+            if HAS_D:
+                if ATOMIC:
+                    # added over the batch into dD's (H, P) or (H,) fp32 buffer
+                    if D_PER_P:
+                        tl.atomic_add(dD_ptr + h * P + offs_p, dD_acc, mask=mask_p, sem="relaxed")
+                    else:
+                        tl.atomic_add(dD_ptr + h, tl.sum(dD_acc, axis=0), sem="relaxed")
+                else:
+                    tl.store(dD_ptr + (b64 * H + h) * P + offs_p, dD_acc, mask=mask_p)
 
 
 @triton.jit
@@ -349,9 +371,10 @@ def ssd_bwd_revsweep_kernel(
     CLAMP_C: tl.constexpr, PRE: tl.constexpr = False, FACTOR: tl.constexpr = True,
     ATOMIC: tl.constexpr = False, FAST: tl.constexpr = False, FACTORED: tl.constexpr = False,
     EVEN: tl.constexpr = False, WIDE: tl.constexpr = False, E_ON_C: tl.constexpr = False,
+    ONE_LAUNCH: tl.constexpr = False,
 ):
     """dx, dB, d h0 and the gradient of the raw dt (or log_a), each partial over p-blocks.
-    FAST, FACTORED, WIDE: as in :func:`ssd_bwd_fwdsweep_kernel`; E_ON_C: the chunk decays
+    FAST, FACTORED, ONE_LAUNCH, WIDE: as in :func:`ssd_bwd_fwdsweep_kernel`; E_ON_C: the chunk decays
     ``e_in`` scale C rather than dy in ``dy^T diag(e_in) C`` and its relatives (the same
     products; chosen where C's tile is not larger than dy's).
 
@@ -370,144 +393,153 @@ def ssd_bwd_revsweep_kernel(
     """
     pid_p, pid_bh, b64, h, grp = _program(H, G)
     NC = tl.cdiv(T, Q)
-    if _skip(etot_ptr, pid_bh, NC, FAST, FACTORED):
+    if ONE_LAUNCH:
+        factorable = _factorable(etot_ptr, pid_bh, NC)
+    elif _skip(etot_ptr, pid_bh, NC, FAST, FACTORED):
         return
-    offs_q = tl.arange(0, Q)
-    offs_p = pid_p * BP + tl.arange(0, BP)
-    offs_n = tl.arange(0, BN)
-    dtype = x_ptr.dtype.element_ty
+    # as in ssd_fwd_kernel
+    for F in tl.static_range(0 if ONE_LAUNCH else FACTORED, 2 if ONE_LAUNCH else FACTORED + 1):
+        if ONE_LAUNCH:
+            go = factorable == (F == 1)
+        else:
+            go = True
+        if go:
+            offs_q = tl.arange(0, Q)
+            offs_p = pid_p * BP + tl.arange(0, BP)
+            offs_n = tl.arange(0, BN)
+            dtype = x_ptr.dtype.element_ty
 
-    x_base, dy_base, z_base, B_base, C_base = _io_starts(x_ptr, dy_ptr, z_ptr, B_ptr, C_ptr,
-                                                         b64, h, grp, T, H, G, P, N)
-    dx_base = _start(dx_ptr, b64, h, T, H, P)
-    dB_base, dB_rs = _grad_rows(dB_ptr, pid_p, b64, h, grp, T, H, G, N, ATOMIC)
-    w_base = w_ptr + _slot(pid_p, pid_bh) * T
-    pb_b = pid_p.to(tl.int64) * (tl.num_programs(1) // H) + b64
-    ddt_base = ddt_ptr + pb_b * T * H + h
-    if HAS_DT:
-        A_h = tl.load(A_ptr + h).to(tl.float32)
-        # compensated running sums of dA's and d dt_bias's terms (one per chunk)
-        dA_acc = tl.full((), 0.0, tl.float32)
-        dA_err = tl.full((), 0.0, tl.float32)
-        ddtb_acc = tl.full((), 0.0, tl.float32)
-        ddtb_err = tl.full((), 0.0, tl.float32)
-    st_off, st_mask = _state_tile(b64, h, H, P, N, offs_p, offs_n)
-    st_row0, st_loc = _state_rows(st_ptr, b64, h, H, NC, P, N, offs_p, offs_n)
+            x_base, dy_base, z_base, B_base, C_base = _io_starts(x_ptr, dy_ptr, z_ptr, B_ptr, C_ptr,
+                                                                 b64, h, grp, T, H, G, P, N)
+            dx_base = _start(dx_ptr, b64, h, T, H, P)
+            dB_base, dB_rs = _grad_rows(dB_ptr, pid_p, b64, h, grp, T, H, G, N, ATOMIC)
+            w_base = w_ptr + _slot(pid_p, pid_bh) * T
+            pb_b = pid_p.to(tl.int64) * (tl.num_programs(1) // H) + b64
+            ddt_base = ddt_ptr + pb_b * T * H + h
+            if HAS_DT:
+                A_h = tl.load(A_ptr + h).to(tl.float32)
+                # compensated running sums of dA's and d dt_bias's terms (one per chunk)
+                dA_acc = tl.full((), 0.0, tl.float32)
+                dA_err = tl.full((), 0.0, tl.float32)
+                ddtb_acc = tl.full((), 0.0, tl.float32)
+                ddtb_err = tl.full((), 0.0, tl.float32)
+            st_off, st_mask = _state_tile(b64, h, H, P, N, offs_p, offs_n)
+            st_row0, st_loc = _state_rows(st_ptr, b64, h, H, NC, P, N, offs_p, offs_n)
 
-    if HAS_DHT:
-        dS = tl.load(dhT_ptr + st_off, mask=st_mask, other=0.0).to(tl.float32)
-    else:
-        dS = tl.zeros((BP, BN), dtype=tl.float32)
-    if HAS_D:
-        Dv = _load_D(D_ptr, h, P, offs_p, D_PER_P)
+            if HAS_DHT:
+                dS = tl.load(dhT_ptr + st_off, mask=st_mask, other=0.0).to(tl.float32)
+            else:
+                dS = tl.zeros((BP, BN), dtype=tl.float32)
+            if HAS_D:
+                Dv = _load_D(D_ptr, h, P, offs_p, D_PER_P)
 
-    for i in range(0, NC):
-        c = NC - 1 - i
-        t = c * Q + offs_q.to(tl.int64)
-        dtv, hi, lo, e_in, to_end, e_tot, inv = _decays_all(
-            PRE, dec_ptr, etot_ptr, tl.num_programs(1), NC, c, dt_ptr, A_ptr, dtb_ptr,
-            seq_ptr, b64, h, H, T, t, HAS_DT, DT_SOFTPLUS, HAS_DTB, HAS_SEQ, CLAMP_C)
-        mask_t, m_tp, m_tn, x, Bt, Ct = _chunk_inputs(x_base, B_base, C_base, t, T, H, G, P, N,
-                                                      offs_p, offs_n, EVEN)
-        dyt = _ld(_tile(dy_base, t, H * P, offs_p), m_tp, EVEN)
-        # the loads that no dot takes (so the pipeliner does not copy them ahead) are issued
-        # first, for their latency to pass behind the dots (H200 s7-3: 1.78 -> 1.58 ms at
-        # T = 16K, where w, keep and sig had been loaded just before their use)
-        S_in = _ld(st_row0 + _slot_offset(c, P * N, WIDE) + st_loc, st_mask, EVEN)
-        w = _ld(w_base + t, mask_t, EVEN)
-        keep, sig = _dt_grad_factors(PRE, dec_ptr, tl.num_programs(1), NC, dt_ptr, A_ptr,
-                                     dtb_ptr, seq_ptr, b64, h, H, T, t, HAS_DT, DT_SOFTPLUS,
-                                     HAS_DTB, HAS_SEQ, CLAMP_C)
-        if HAS_Z:
-            zz = _ld(_tile(z_base, t, H * P, offs_p), m_tp, EVEN).to(tl.float32)
-            dyp = dyt.to(tl.float32) * zz * tl.sigmoid(zz)
-            dyc = dyp.to(dtype)
-        else:
-            dyp = dyt
-            dyc = dyt
-        xf = x.to(tl.float32)
-        if HAS_DT:
-            xs = (xf * dtv[:, None]).to(dtype)
-        else:
-            xs = x
-        # The order keeps few 64 x 64 fp32 tiles live at once (Triton 3.6, sm_90: 360 -> 48 B
-        # of stack, benchmarks/NOTES.md): first all that reads the adjoint leaving the chunk
-        # (cross, its bf16 copy) and its update issued, so one fp32 dS is live; then dx; then
-        # the dla / ddt row; dB last.
-        cross = tl.sum(tl.sum(dS * S_in.to(tl.float32), axis=1), axis=0) * e_tot
-        # dy^T diag(e_in) C as dyv^T Cv. E_ON_C: Cv = e_in C, and every dot takes the loaded
-        # dy tile itself, which the pipeliner then copies ahead asynchronously (a computed
-        # operand is loaded where it is used: the loop's longest wait, H200 ncu s7-1)
-        if E_ON_C:
-            dyv = dyc
-            Cv = (Ct.to(tl.float32) * e_in[:, None]).to(dtype)
-        else:
-            dyv = (dyp.to(tl.float32) * e_in[:, None]).to(dtype)
-            Cv = Ct
-        # dxs = acc * rs (rows scaled once, with dt, for dx)
-        if FACTORED:
-            # L_ij = e_in_i inv_j, to_end_j = e_tot inv_j: every term is inv_j times a
-            # product of unscaled tiles and dyv, Cv (one of which carries e_in)
-            low = offs_q[None, :] >= offs_q[:, None]
-            dS = dS * e_tot
-            dSx = dS.to(dtype)
-            dS = tl.dot(tl.trans(dyv), Cv, dS, input_precision=PREC)
-            Gt = tl.dot(Bt, tl.trans(Cv), input_precision=PREC)   # Gt[j, i] = Cv_i . B_j
-            WG = tl.where(low, Gt, 0.0).to(dtype)
-            st = tl.dot(Bt, tl.trans(dSx), input_precision=PREC)
-            rs = inv
-            r2off = tl.sum(xf * st, axis=1) * (dtv * rs)
-            acc = tl.dot(WG, dyv, st, input_precision=PREC)
-        else:
-            Lt = _L_tile(hi, lo, e_in, inv, e_tot, offs_q, True, FACTOR)   # Lt[j, i] = L[i, j]
-            dSx = dS.to(dtype)
-            dS = tl.dot(tl.trans(dyv), Cv, dS * e_tot, input_precision=PREC)
-            Gt = tl.dot(Bt, tl.trans(Ct), input_precision=PREC)   # Gt[j, i] = C_i . B_j
-            WG = (Gt * Lt).to(dtype)
-            st = tl.dot(Bt, tl.trans(dSx), input_precision=PREC) * to_end[:, None]
-            rs = tl.full((Q,), 1.0, tl.float32)
-            r2off = tl.sum(xs.to(tl.float32) * st, axis=1)
-            acc = tl.dot(WG, dyc, st, input_precision=PREC)
-        xdx = tl.sum(acc * xf, axis=1) * rs
-        dx = acc * (rs * dtv)[:, None]
-        if HAS_D:
-            dx = _plus_D(dx, dyp.to(tl.float32), Dv, D_PER_P)
-        _st(_tile(dx_base, t, H * P, offs_p), dx.to(dx_ptr.dtype.element_ty), m_tp, EVEN)
-        if FACTORED:
-            Mt = tl.dot(xs, tl.trans(dyv), input_precision=PREC)  # Mt[j, i] = dyv_i . xs_j
-            WM = tl.where(low, Mt, 0.0).to(dtype)
-        else:
-            Mt = tl.dot(xs, tl.trans(dyc), input_precision=PREC)  # Mt[j, i] = dy_i . xs_j
-            WM = (Mt * Lt).to(dtype)
-        # the pairs straddling t: inside the chunk and entering it (w, from the forward
-        # sweep), leaving it (r2off), and crossing it (exp(l_end) <dS_out, S_in>)
-        suf = tl.cumsum(w, axis=0, reverse=True) + (tl.cumsum(r2off, axis=0) - r2off)
-        dla = (suf + cross) * keep
-        if HAS_DT:
-            ddt = (xdx + A_h * dla) * sig
-            dA_acc, dA_err = _kahan_add(dA_acc, dA_err, tl.sum(dla * dtv, axis=0))
-            ddtb_acc, ddtb_err = _kahan_add(ddtb_acc, ddtb_err, tl.sum(ddt, axis=0))
-        else:
-            ddt = dla
-        _st(ddt_base + t * H, ddt, mask_t, EVEN)
-        if FACTORED:
-            dB = tl.dot(WM, Cv, tl.dot(xs, dSx, input_precision=PREC),
-                        input_precision=PREC) * inv[:, None]
-        else:
-            dB = tl.dot(WM, Ct, tl.dot(xs, dSx, input_precision=PREC) * to_end[:, None],
-                        input_precision=PREC)
-        _put_grad(_tile(dB_base, t, dB_rs, offs_n), dB, m_tn, ATOMIC, EVEN)
+            for i in range(0, NC):
+                c = NC - 1 - i
+                t = c * Q + offs_q.to(tl.int64)
+                dtv, hi, lo, e_in, to_end, e_tot, inv = _decays_all(
+                    PRE, dec_ptr, etot_ptr, tl.num_programs(1), NC, c, dt_ptr, A_ptr, dtb_ptr,
+                    seq_ptr, b64, h, H, T, t, HAS_DT, DT_SOFTPLUS, HAS_DTB, HAS_SEQ, CLAMP_C)
+                mask_t, m_tp, m_tn, x, Bt, Ct = _chunk_inputs(x_base, B_base, C_base, t, T, H, G, P, N,
+                                                              offs_p, offs_n, EVEN)
+                dyt = _ld(_tile(dy_base, t, H * P, offs_p), m_tp, EVEN)
+                # the loads that no dot takes (so the pipeliner does not copy them ahead) are issued
+                # first, for their latency to pass behind the dots (H200 s7-3: 1.78 -> 1.58 ms at
+                # T = 16K, where w, keep and sig had been loaded just before their use)
+                S_in = _ld(st_row0 + _slot_offset(c, P * N, WIDE) + st_loc, st_mask, EVEN)
+                w = _ld(w_base + t, mask_t, EVEN)
+                keep, sig = _dt_grad_factors(PRE, dec_ptr, tl.num_programs(1), NC, dt_ptr, A_ptr,
+                                             dtb_ptr, seq_ptr, b64, h, H, T, t, HAS_DT, DT_SOFTPLUS,
+                                             HAS_DTB, HAS_SEQ, CLAMP_C)
+                if HAS_Z:
+                    zz = _ld(_tile(z_base, t, H * P, offs_p), m_tp, EVEN).to(tl.float32)
+                    dyp = dyt.to(tl.float32) * zz * tl.sigmoid(zz)
+                    dyc = dyp.to(dtype)
+                else:
+                    dyp = dyt
+                    dyc = dyt
+                xf = x.to(tl.float32)
+                if HAS_DT:
+                    xs = (xf * dtv[:, None]).to(dtype)
+                else:
+                    xs = x
+                # The order keeps few 64 x 64 fp32 tiles live at once (Triton 3.6, sm_90: 360 -> 48 B
+                # of stack, benchmarks/NOTES.md): first all that reads the adjoint leaving the chunk
+                # (cross, its bf16 copy) and its update issued, so one fp32 dS is live; then dx; then
+                # the dla / ddt row; dB last.
+                cross = tl.sum(tl.sum(dS * S_in.to(tl.float32), axis=1), axis=0) * e_tot
+                # dy^T diag(e_in) C as dyv^T Cv. E_ON_C: Cv = e_in C, and every dot takes the loaded
+                # dy tile itself, which the pipeliner then copies ahead asynchronously (a computed
+                # operand is loaded where it is used: the loop's longest wait, H200 ncu s7-1)
+                if E_ON_C:
+                    dyv = dyc
+                    Cv = (Ct.to(tl.float32) * e_in[:, None]).to(dtype)
+                else:
+                    dyv = (dyp.to(tl.float32) * e_in[:, None]).to(dtype)
+                    Cv = Ct
+                # dxs = acc * rs (rows scaled once, with dt, for dx)
+                if F:
+                    # L_ij = e_in_i inv_j, to_end_j = e_tot inv_j: every term is inv_j times a
+                    # product of unscaled tiles and dyv, Cv (one of which carries e_in)
+                    low = offs_q[None, :] >= offs_q[:, None]
+                    dS = dS * e_tot
+                    dSx = dS.to(dtype)
+                    dS = tl.dot(tl.trans(dyv), Cv, dS, input_precision=PREC)
+                    Gt = tl.dot(Bt, tl.trans(Cv), input_precision=PREC)   # Gt[j, i] = Cv_i . B_j
+                    WG = tl.where(low, Gt, 0.0).to(dtype)
+                    st = tl.dot(Bt, tl.trans(dSx), input_precision=PREC)
+                    rs = inv
+                    r2off = tl.sum(xf * st, axis=1) * (dtv * rs)
+                    acc = tl.dot(WG, dyv, st, input_precision=PREC)
+                else:
+                    Lt = _L_tile(hi, lo, e_in, inv, e_tot, offs_q, True, FACTOR)   # Lt[j, i] = L[i, j]
+                    dSx = dS.to(dtype)
+                    dS = tl.dot(tl.trans(dyv), Cv, dS * e_tot, input_precision=PREC)
+                    Gt = tl.dot(Bt, tl.trans(Ct), input_precision=PREC)   # Gt[j, i] = C_i . B_j
+                    WG = (Gt * Lt).to(dtype)
+                    st = tl.dot(Bt, tl.trans(dSx), input_precision=PREC) * to_end[:, None]
+                    rs = tl.full((Q,), 1.0, tl.float32)
+                    r2off = tl.sum(xs.to(tl.float32) * st, axis=1)
+                    acc = tl.dot(WG, dyc, st, input_precision=PREC)
+                xdx = tl.sum(acc * xf, axis=1) * rs
+                dx = acc * (rs * dtv)[:, None]
+                if HAS_D:
+                    dx = _plus_D(dx, dyp.to(tl.float32), Dv, D_PER_P)
+                _st(_tile(dx_base, t, H * P, offs_p), dx.to(dx_ptr.dtype.element_ty), m_tp, EVEN)
+                if F:
+                    Mt = tl.dot(xs, tl.trans(dyv), input_precision=PREC)  # Mt[j, i] = dyv_i . xs_j
+                    WM = tl.where(low, Mt, 0.0).to(dtype)
+                else:
+                    Mt = tl.dot(xs, tl.trans(dyc), input_precision=PREC)  # Mt[j, i] = dy_i . xs_j
+                    WM = (Mt * Lt).to(dtype)
+                # the pairs straddling t: inside the chunk and entering it (w, from the forward
+                # sweep), leaving it (r2off), and crossing it (exp(l_end) <dS_out, S_in>)
+                suf = tl.cumsum(w, axis=0, reverse=True) + (tl.cumsum(r2off, axis=0) - r2off)
+                dla = (suf + cross) * keep
+                if HAS_DT:
+                    ddt = (xdx + A_h * dla) * sig
+                    dA_acc, dA_err = _kahan_add(dA_acc, dA_err, tl.sum(dla * dtv, axis=0))
+                    ddtb_acc, ddtb_err = _kahan_add(ddtb_acc, ddtb_err, tl.sum(ddt, axis=0))
+                else:
+                    ddt = dla
+                _st(ddt_base + t * H, ddt, mask_t, EVEN)
+                if F:
+                    dB = tl.dot(WM, Cv, tl.dot(xs, dSx, input_precision=PREC),
+                                input_precision=PREC) * inv[:, None]
+                else:
+                    dB = tl.dot(WM, Ct, tl.dot(xs, dSx, input_precision=PREC) * to_end[:, None],
+                                input_precision=PREC)
+                _put_grad(_tile(dB_base, t, dB_rs, offs_n), dB, m_tn, ATOMIC, EVEN)
 
-    if STORE_DH0:
-        tl.store(dh0_ptr + st_off, dS.to(dh0_ptr.dtype.element_ty), mask=st_mask)
-    if HAS_DT:
-        if ATOMIC:
-            # added over p-blocks and the batch into dsum (2, H)
-            tl.atomic_add(dsum_ptr + h, dA_acc, sem="relaxed")
-            tl.atomic_add(dsum_ptr + H + h, ddtb_acc, sem="relaxed")
-        else:
-            tl.store(dsum_ptr + _slot(pid_p, pid_bh), dA_acc)
-            tl.store(dsum_ptr + NPB * tl.num_programs(1) + _slot(pid_p, pid_bh), ddtb_acc)
+            if STORE_DH0:
+                tl.store(dh0_ptr + st_off, dS.to(dh0_ptr.dtype.element_ty), mask=st_mask)
+            if HAS_DT:
+                if ATOMIC:
+                    # added over p-blocks and the batch into dsum (2, H)
+                    tl.atomic_add(dsum_ptr + h, dA_acc, sem="relaxed")
+                    tl.atomic_add(dsum_ptr + H + h, ddtb_acc, sem="relaxed")
+                else:
+                    tl.store(dsum_ptr + _slot(pid_p, pid_bh), dA_acc)
+                    tl.store(dsum_ptr + NPB * tl.num_programs(1) + _slot(pid_p, pid_bh), ddtb_acc)
 
 
 @triton.jit

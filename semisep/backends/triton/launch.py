@@ -68,7 +68,7 @@ def _fwd(x, dtla, A, B, C, D, z, dt_bias, h0, seq_idx, has_dt, dt_softplus, chun
         fast = _fast(x.dtype, pre)
         gram = fast and _gram(h, g, n)
         gl = _gram_tiles(B, C, cfg, T, ak) if gram else d
-        for factored in _launches(fast):
+        for factored, one in _launches(fast):
             launch(
                 K.ssd_fwd_kernel, grid,
                 x, dtla, A if A is not None else d, dt_bias if dt_bias is not None else d, B, C,
@@ -81,8 +81,9 @@ def _fwd(x, dtla, A, B, C, D, z, dt_bias, h0, seq_idx, has_dt, dt_softplus, chun
                 HAS_Z=z is not None, HAS_H0=h0 is not None, HAS_SEQ=seq_idx is not None,
                 STORE_HT=True, Q=cfg["Q"], BP=cfg["BP"], BN=cfg["BN"], PREC=_prec(x.dtype),
                 CLAMP_C=CLAMP, PRE=pre, FACTOR=_factor("fwd"), FAST=fast,
-                FACTORED=factored, EVEN=_even(cfg, T, p, n), UNROLL=cfg.get("UNROLL", 1),
-                STATE_T=bool(cfg["STATE_T"]), GRAM=gram and factored,
+                FACTORED=factored, ONE_LAUNCH=one, EVEN=_even(cfg, T, p, n),
+                UNROLL=cfg.get("UNROLL", 1), STATE_T=bool(cfg["STATE_T"]),
+                GRAM=gram and (factored or one),
                 WIDE=gram and _wide(_cdiv(T, cfg["Q"]) * cfg["Q"] ** 2), arg_key=ak,
                 **_launch_opts(cfg))
     return y, hT, ((cfg["Q"], dec, etot) if pre else None)
@@ -167,27 +168,28 @@ def _sweeps_bwd(dy, dhT, x, dtla, A, B, C, D, z, dt_bias, h0, seq_idx, has_dt, d
             else:
                 dec, etot = _pre_decays(pre, x, dtla, A, dt_bias, seq_idx, has_dt, dt_softplus,
                                         cfg["Q"], True, d, ak)
-            for factored in _launches(fast):
+            for factored, one in _launches(fast):
                 launch(
                     K.ssd_bwd_fwdsweep_kernel, grid,
                     x, dtla, o(A), o(dt_bias), Bx, Cx, o(D), o(z), o(h0), o(seq_idx), dy,
                     dec, etot,
                     grads.ws, w, o(dz), o(grads.dD), states,
-                    T, h, g, p, n, HAS_H0=h0 is not None, FACTORED=factored, arg_key=ak,
-                    **flags,
+                    T, h, g, p, n, HAS_H0=h0 is not None, FACTORED=factored, ONE_LAUNCH=one,
+                    arg_key=ak, **flags,
                     **_launch_opts(dict(cfg, num_stages=cfg["fwd_sweep_stages"])))
         dx = torch.empty_like(x)
         ddt = torch.empty(npb, b, T, h, **f32)      # the raw dt's (or log_a's) gradient
         dh0 = torch.empty(b, h, p, n, **f32) if need_dh0 else None
         dB, sums = grads.rev_outputs()
         if T > 0:
-            for factored in _launches(fast):
+            for factored, one in _launches(fast):
                 launch(
                     K.ssd_bwd_revsweep_kernel, grid,
                     x, dtla, o(A), o(dt_bias), Bx, Cx, o(D), o(z), o(seq_idx), dy, o(dhT),
                     dec, etot, states, w, dx, dB, ddt, sums, o(dh0),
                     T, h, g, p, n, npb, HAS_DHT=dhT is not None, STORE_DH0=need_dh0,
-                    FACTORED=factored, E_ON_C=bool(cfg["E_ON_C"]), arg_key=ak, **flags,
+                    FACTORED=factored, ONE_LAUNCH=one, E_ON_C=bool(cfg["E_ON_C"]), arg_key=ak,
+                    **flags,
                     **_launch_opts(cfg))
     if T == 0:
         if need_dh0:
