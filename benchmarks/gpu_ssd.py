@@ -138,7 +138,7 @@ def ceilings():
 # ---------------------------------------------------------------------------
 
 def checks(results, quick=False, late=False):
-    """The correctness checks; ``quick``: sections 1-3 only, ``late``: sections 4-7 only."""
+    """The correctness checks; ``quick``: sections 1-3 only, ``late``: sections 4-8 only."""
     from semisep.backends.triton import naive, ssd, ssd_decode_step
     # the inputs drawn from the global generator (until run 17 unseeded: the all-extras
     # case's dA and dt_bias moved between runs with its random dt)
@@ -369,6 +369,29 @@ def checks(results, quick=False, late=False):
         log(f"  launch cache: {hits} kernels (enabled: {fastlaunch._enabled()})")
         report(f"cached launch == Triton's launch, T={T}",
                max(rel(a, c) for a, c in zip(got, ref)), 0.0)
+
+    # 8. SEMISEP_TRITON_ONE_LAUNCH=1 (both loops in one launch per kernel) == a launch per loop
+    # kind: batch entry 0 with resets (the exact loop), entry 1 without (the factored loop)
+    for T in (300, 512):
+        x, dt, A, B, C, D = make_inputs(2, T, 8, 64, 2, 64, torch.bfloat16, seed=7)
+        seq = torch.stack([torch.arange(T, device="cuda") // 200,
+                           torch.zeros(T, device="cuda", dtype=torch.int64)]).to(torch.int32)
+        ins = [t.detach().clone().requires_grad_(True) for t in (x, dt, B, C)]
+
+        def run_one(env):
+            os.environ["SEMISEP_TRITON_ONE_LAUNCH"] = env
+            xi, dti, Bi, Ci = ins
+            y = ssd(xi, None, Bi, Ci, dt=dti, A=A, D=D, seq_idx=seq)
+            return (y,) + torch.autograd.grad(y.float().square().sum(), ins)
+
+        torch.use_deterministic_algorithms(True)
+        try:
+            two, one = run_one("0"), run_one("1")
+        finally:
+            torch.use_deterministic_algorithms(False)
+            os.environ.pop("SEMISEP_TRITON_ONE_LAUNCH", None)
+        report(f"one launch == two launches, T={T}",
+               max(rel(a, c) for a, c in zip(one, two)), 1e-5)
     results["checks_ok"] = ok
     return ok
 
@@ -565,7 +588,7 @@ def main():
     ap.add_argument("--quick-checks", action="store_true")
     ap.add_argument("--late-checks", action="store_true",
                     help="only the checks after the quick ones (2^31+ elements, torch.compile, "
-                         "decode)")
+                         "decode, the cached launch, the one-launch kernels)")
     ap.add_argument("--Ns", default="64,128")
     ap.add_argument("--Ts", default="1024,2048,4096,8192,16384")
     ap.add_argument("--impls", default="mamba,fla,sdpa",
