@@ -2,10 +2,10 @@
 
 ``kernel[grid](*args, **kwargs)`` makes Triton 3.6 specialize every argument and build a cache
 key on each call (25-35 us on a 2-core VM for the reverse sweep's ~45 arguments; on the H200's
-host, launches were 36 % of a 1K-step forward+backward's profiled host time, run s7-6). :func:`launch` does the same
-launch with a key of its own, ``(kernel, device, the keyword arguments, for each positional
-argument its specialization)``, mapped to the compiled kernel that Triton returned the first
-time, which it then launches directly (``CompiledKernel[grid](*all arguments)``).
+host, launches were 36 % of a 1K-step forward+backward's profiled host time, run s7-6).
+:func:`launch` does the same launch with a key of its own, ``(kernel, device, the keyword
+arguments, for each positional argument its specialization)``, mapped to the compiled kernel
+that Triton returned the first time, which it then launches directly.
 
 The specialization of a positional argument is what Triton specializes on, or finer: for a
 tensor its dtype and whether its address is 16-byte aligned; for an int whether it is 1,

@@ -123,8 +123,8 @@ def ssd_fwd_kernel(
             offs_n = tl.arange(0, BN)
             dtype = x_ptr.dtype.element_ty
 
-            x_base, y_base, z_base, B_base, C_base = _io_starts(x_ptr, y_ptr, z_ptr, B_ptr, C_ptr, b64,
-                                                                h, grp, T, H, G, P, N)
+            x_base, y_base, z_base, B_base, C_base = _io_starts(
+                x_ptr, y_ptr, z_ptr, B_ptr, C_ptr, b64, h, grp, T, H, G, P, N)
             st_off, st_mask = _state_tile(b64, h, H, P, N, offs_p, offs_n, STATE_T)
 
             if HAS_H0:
@@ -143,15 +143,16 @@ def ssd_fwd_kernel(
                 dtv, hi, lo, e_in, to_end, e_tot, inv = _decays_all(
                     PRE, dec_ptr, etot_ptr, tl.num_programs(1), n_chunks, c, dt_ptr, A_ptr, dtb_ptr,
                     seq_ptr, b64, h, H, T, t, HAS_DT, DT_SOFTPLUS, HAS_DTB, HAS_SEQ, CLAMP_C)
-                mask_t, m_tp, m_tn, x, Bt, Ct = _chunk_inputs(x_base, B_base, C_base, t, T, H, G, P, N,
-                                                              offs_p, offs_n, EVEN)
+                mask_t, m_tp, m_tn, x, Bt, Ct = _chunk_inputs(
+                    x_base, B_base, C_base, t, T, H, G, P, N, offs_p, offs_n, EVEN)
                 if not (F and GRAM):
                     Gm = tl.dot(Ct, tl.trans(Bt), input_precision=PREC)
                 acc = tl.dot(Ct, _state_nt(S, STATE_T).to(dtype), input_precision=PREC)
                 if F:
                     u = (x.to(tl.float32) * (dtv * inv)[:, None]).to(dtype)
                     if GRAM:
-                        W = tl.load(_tile(gl_base + _slot_offset(c, Q * Q, WIDE), offs_q, Q, offs_q))
+                        W = tl.load(_tile(gl_base + _slot_offset(c, Q * Q, WIDE), offs_q, Q,
+                                          offs_q))
                     else:
                         W = tl.where(offs_q[:, None] >= offs_q[None, :], Gm, 0.0).to(dtype)
                     acc = tl.dot(W, u, acc, input_precision=PREC) * e_in[:, None]
@@ -269,8 +270,8 @@ def ssd_bwd_fwdsweep_kernel(
                 dtv, hi, lo, e_in, to_end, e_tot, inv = _decays_all(
                     PRE, dec_ptr, etot_ptr, tl.num_programs(1), NC, c, dt_ptr, A_ptr, dtb_ptr,
                     seq_ptr, b64, h, H, T, t, HAS_DT, DT_SOFTPLUS, HAS_DTB, HAS_SEQ, CLAMP_C)
-                mask_t, m_tp, m_tn, x, Bt, Ct = _chunk_inputs(x_base, B_base, C_base, t, T, H, G, P, N,
-                                                              offs_p, offs_n, EVEN)
+                mask_t, m_tp, m_tn, x, Bt, Ct = _chunk_inputs(
+                    x_base, B_base, C_base, t, T, H, G, P, N, offs_p, offs_n, EVEN)
                 dyo = _ld(_tile(dy_base, t, H * P, offs_p), m_tp, EVEN).to(tl.float32)
                 if HAS_DT:
                     xs = (x.to(tl.float32) * dtv[:, None]).to(dtype)
@@ -283,10 +284,11 @@ def ssd_bwd_fwdsweep_kernel(
                 else:
                     L = _L_tile(hi, lo, e_in, inv, e_tot, offs_q, False, FACTOR)
                     u = xs   # for _bwd_state_step
-                # The order keeps few fp32 tiles live at once (Triton 3.6, sm_90, benchmarks/NOTES.md):
-                # P and its sums before dy S, whose row sums are taken before the dC dot accumulates
-                # into it; with n <= 64 (NARROW) the state is stored and its update issued first (one
-                # fp32 S live: 272 -> 72 B of stack), with n = 128 after the other dots (384 -> 120).
+                # The order keeps few fp32 tiles live at once (Triton 3.6, sm_90,
+                # benchmarks/NOTES.md): P and its sums before dy S, whose row sums are taken before
+                # the dC dot accumulates into it; with n <= 64 (NARROW) the state is stored and its
+                # update issued first (one fp32 S live: 272 -> 72 B of stack), with n = 128 after
+                # the other dots (384 -> 120).
                 if NARROW:
                     _st(st_row0 + _slot_offset(c, P * N, WIDE) + st_loc,
                         S.to(st_ptr.dtype.element_ty), st_mask, EVEN)
@@ -301,11 +303,13 @@ def ssd_bwd_fwdsweep_kernel(
                         Wl = tl.where(offs_q[:, None] >= offs_q[None, :], Gm, 0.0).to(dtype)
                         yv = tl.dot(Wl, u, yv, input_precision=PREC) * e_in[:, None]
                     else:
-                        yv = tl.dot((Gm * L).to(dtype), xs, yv * e_in[:, None], input_precision=PREC)
+                        yv = tl.dot((Gm * L).to(dtype), xs, yv * e_in[:, None],
+                                    input_precision=PREC)
                     if HAS_D:
                         yv = _plus_D(yv, x.to(tl.float32), Dv, D_PER_P)
                     dz = dyo * yv * sz * (1.0 + zz * (1.0 - sz))
-                    _st(_tile(dz_base, t, H * P, offs_p), dz.to(dz_ptr.dtype.element_ty), m_tp, EVEN)
+                    _st(_tile(dz_base, t, H * P, offs_p), dz.to(dz_ptr.dtype.element_ty), m_tp,
+                        EVEN)
                     dyp = dyo * zz * sz
                 else:
                     dyp = dyo
@@ -333,7 +337,8 @@ def ssd_bwd_fwdsweep_kernel(
                 colP = tl.sum(Pm, axis=0)
                 dCs = tl.dot(dyc, Sb, input_precision=PREC)          # dy_i S, before e_in
                 # w_t = r1off_t + sum_j P_tj - sum_i P_it: the pairs entering the chunk at t
-                # (r1off_i = dy_i . exp(l_i) S_in C_i) and those inside it that start before or end at t
+                # (r1off_i = dy_i . exp(l_i) S_in C_i) and those inside it that start before or end
+                # at t
                 r1off = tl.sum(dCs * Ct.to(tl.float32), axis=1) * e_in
                 if HAS_D and NARROW:
                     dD_acc += tl.sum(dyp * x.to(tl.float32), axis=0)
@@ -374,8 +379,8 @@ def ssd_bwd_revsweep_kernel(
     ONE_LAUNCH: tl.constexpr = False,
 ):
     """dx, dB, d h0 and the gradient of the raw dt (or log_a), each partial over p-blocks.
-    FAST, FACTORED, ONE_LAUNCH, WIDE: as in :func:`ssd_bwd_fwdsweep_kernel`; E_ON_C: the chunk decays
-    ``e_in`` scale C rather than dy in ``dy^T diag(e_in) C`` and its relatives (the same
+    FAST, FACTORED, ONE_LAUNCH, WIDE: as in :func:`ssd_bwd_fwdsweep_kernel`; E_ON_C: the chunk
+    decays ``e_in`` scale C rather than dy in ``dy^T diag(e_in) C`` and its relatives (the same
     products; chosen where C's tile is not larger than dy's).
 
     ``dla_t = sum_{i >= t} w_i + sum_{j < t} r2off_j + exp(l_end) <dS_out, S_in>``: the
@@ -439,8 +444,8 @@ def ssd_bwd_revsweep_kernel(
                 dtv, hi, lo, e_in, to_end, e_tot, inv = _decays_all(
                     PRE, dec_ptr, etot_ptr, tl.num_programs(1), NC, c, dt_ptr, A_ptr, dtb_ptr,
                     seq_ptr, b64, h, H, T, t, HAS_DT, DT_SOFTPLUS, HAS_DTB, HAS_SEQ, CLAMP_C)
-                mask_t, m_tp, m_tn, x, Bt, Ct = _chunk_inputs(x_base, B_base, C_base, t, T, H, G, P, N,
-                                                              offs_p, offs_n, EVEN)
+                mask_t, m_tp, m_tn, x, Bt, Ct = _chunk_inputs(
+                    x_base, B_base, C_base, t, T, H, G, P, N, offs_p, offs_n, EVEN)
                 dyt = _ld(_tile(dy_base, t, H * P, offs_p), m_tp, EVEN)
                 # the loads that no dot takes (so the pipeliner does not copy them ahead) are issued
                 # first, for their latency to pass behind the dots (H200 s7-3: 1.78 -> 1.58 ms at
@@ -462,10 +467,10 @@ def ssd_bwd_revsweep_kernel(
                     xs = (xf * dtv[:, None]).to(dtype)
                 else:
                     xs = x
-                # The order keeps few 64 x 64 fp32 tiles live at once (Triton 3.6, sm_90: 360 -> 48 B
-                # of stack, benchmarks/NOTES.md): first all that reads the adjoint leaving the chunk
-                # (cross, its bf16 copy) and its update issued, so one fp32 dS is live; then dx; then
-                # the dla / ddt row; dB last.
+                # The order keeps few 64 x 64 fp32 tiles live at once (Triton 3.6, sm_90: 360 -> 48
+                # B of stack, benchmarks/NOTES.md): first all that reads the adjoint leaving the
+                # chunk (cross, its bf16 copy) and its update issued, so one fp32 dS is live; then
+                # dx; then the dla / ddt row; dB last.
                 cross = tl.sum(tl.sum(dS * S_in.to(tl.float32), axis=1), axis=0) * e_tot
                 # dy^T diag(e_in) C as dyv^T Cv. E_ON_C: Cv = e_in C, and every dot takes the loaded
                 # dy tile itself, which the pipeliner then copies ahead asynchronously (a computed
@@ -491,7 +496,8 @@ def ssd_bwd_revsweep_kernel(
                     r2off = tl.sum(xf * st, axis=1) * (dtv * rs)
                     acc = tl.dot(WG, dyv, st, input_precision=PREC)
                 else:
-                    Lt = _L_tile(hi, lo, e_in, inv, e_tot, offs_q, True, FACTOR)   # Lt[j, i] = L[i, j]
+                    # Lt[j, i] = L[i, j]
+                    Lt = _L_tile(hi, lo, e_in, inv, e_tot, offs_q, True, FACTOR)
                     dSx = dS.to(dtype)
                     dS = tl.dot(tl.trans(dyv), Cv, dS * e_tot, input_precision=PREC)
                     Gt = tl.dot(Bt, tl.trans(Ct), input_precision=PREC)   # Gt[j, i] = C_i . B_j
