@@ -10,7 +10,7 @@ sum itself, for any magnitude: no cancellation, no NaN.
 :func:`ssd_decays_kernel` (the pre-pass) writes them once per call; the sweeps read them with
 :func:`_decays_all`, or compute them in place (``PRE=False``, an experiment). A (batch, head)
 whose chunks all decay by less than ``FACTOR_MIN`` runs the sweeps' factored loops
-(:func:`_skip`).
+(:func:`_factorable`, :func:`_runs`).
 """
 
 from __future__ import annotations
@@ -207,9 +207,11 @@ def _factorable(etot_ptr, pid_bh, NC):
 
 
 @triton.jit
-def _skip(etot_ptr, pid_bh, NC, FAST: tl.constexpr, FACTORED: tl.constexpr):
-    """Whether this program belongs to the other launch (see :func:`ssd_fwd_kernel`)."""
-    skip = False
+def _runs(factorable, FAST: tl.constexpr, F: tl.constexpr):
+    """Whether a program runs loop kind F (1: factored, 0: exact). With FAST both kinds are
+    launched (one launch per kind, or one holding both) and a program runs the kind its chunk
+    decays pick (``factorable``, from :func:`_factorable`); else the one launched."""
+    go = True
     if FAST:
-        skip = _factorable(etot_ptr, pid_bh, NC) != FACTORED
-    return skip
+        go = factorable == (F == 1)
+    return go

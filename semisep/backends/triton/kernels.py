@@ -22,8 +22,8 @@ are products of fp32 normals, so each sweep scales its operands by ``exp(-l)`` /
 and masks ``G`` or ``M`` to the lower triangle instead of forming a Q x Q decay tile. The other
 (batch, head) pairs (resets, extreme decays, float16 inputs) run the exact loop. Each sweep is
 launched once per loop kind and a program runs in the launch its chunk decays pick
-(:func:`.decays._skip`), or (``ONE_LAUNCH``) once with both loops, each program running the
-one its chunk decays pick (:func:`.decays._factorable`).
+(:func:`.decays._runs`), or (``ONE_LAUNCH``) once with both loops, each program running the
+one its chunk decays pick.
 
 Backward: a decay pre-pass (on by default); two sweeps, each recomputing what it needs:
 
@@ -53,7 +53,7 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
-from .decays import _decays_all, _dt_grad_factors, _factorable, _L_tile, _skip, _softplus
+from .decays import _decays_all, _dt_grad_factors, _factorable, _L_tile, _runs, _softplus
 from .tiles import (_chunk_inputs, _grad_rows, _io_starts, _ld, _load_D, _plus_D, _program,
                     _put_grad, _slot, _slot_offset, _st, _start, _state_nt, _state_rows,
                     _state_tile, _state_update, _tile)
@@ -106,18 +106,11 @@ def ssd_fwd_kernel(
     """
     pid_p, pid_bh, b64, h, grp = _program(H, G)
     n_chunks = tl.cdiv(T, Q)
-    if ONE_LAUNCH:
-        factorable = _factorable(etot_ptr, pid_bh, n_chunks)
-    elif _skip(etot_ptr, pid_bh, n_chunks, FAST, FACTORED):
-        return
+    factorable = _factorable(etot_ptr, pid_bh, n_chunks) if FAST else True
     # one loop, the launch's FACTORED (F), or with ONE_LAUNCH both (F = 0, 1: the exact and the
     # factored loop), each program running the one its chunk decays pick
     for F in tl.static_range(0 if ONE_LAUNCH else FACTORED, 2 if ONE_LAUNCH else FACTORED + 1):
-        if ONE_LAUNCH:
-            go = factorable == (F == 1)
-        else:
-            go = True
-        if go:
+        if _runs(factorable, FAST, F):
             offs_q = tl.arange(0, Q)
             offs_p = pid_p * BP + tl.arange(0, BP)
             offs_n = tl.arange(0, BN)
@@ -231,17 +224,10 @@ def ssd_bwd_fwdsweep_kernel(
     WIDE: a (b, h)'s stored states hold 2^31 elements or more."""
     pid_p, pid_bh, b64, h, grp = _program(H, G)
     NC = tl.cdiv(T, Q)
-    if ONE_LAUNCH:
-        factorable = _factorable(etot_ptr, pid_bh, NC)
-    elif _skip(etot_ptr, pid_bh, NC, FAST, FACTORED):
-        return
+    factorable = _factorable(etot_ptr, pid_bh, NC) if FAST else True
     # as in ssd_fwd_kernel
     for F in tl.static_range(0 if ONE_LAUNCH else FACTORED, 2 if ONE_LAUNCH else FACTORED + 1):
-        if ONE_LAUNCH:
-            go = factorable == (F == 1)
-        else:
-            go = True
-        if go:
+        if _runs(factorable, FAST, F):
             offs_q = tl.arange(0, Q)
             offs_p = pid_p * BP + tl.arange(0, BP)
             offs_n = tl.arange(0, BN)
@@ -398,17 +384,10 @@ def ssd_bwd_revsweep_kernel(
     """
     pid_p, pid_bh, b64, h, grp = _program(H, G)
     NC = tl.cdiv(T, Q)
-    if ONE_LAUNCH:
-        factorable = _factorable(etot_ptr, pid_bh, NC)
-    elif _skip(etot_ptr, pid_bh, NC, FAST, FACTORED):
-        return
+    factorable = _factorable(etot_ptr, pid_bh, NC) if FAST else True
     # as in ssd_fwd_kernel
     for F in tl.static_range(0 if ONE_LAUNCH else FACTORED, 2 if ONE_LAUNCH else FACTORED + 1):
-        if ONE_LAUNCH:
-            go = factorable == (F == 1)
-        else:
-            go = True
-        if go:
+        if _runs(factorable, FAST, F):
             offs_q = tl.arange(0, Q)
             offs_p = pid_p * BP + tl.arange(0, BP)
             offs_n = tl.arange(0, BN)
