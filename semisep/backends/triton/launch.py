@@ -180,13 +180,12 @@ def _sweeps_bwd(dy, dhT, x, dtla, A, B, C, D, z, dt_bias, h0, seq_idx, has_dt, d
         dx = torch.empty_like(x)
         ddt = torch.empty(npb, b, T, h, **f32)      # the raw dt's (or log_a's) gradient
         dh0 = torch.empty(b, h, p, n, **f32) if need_dh0 else None
-        dB, sums = grads.rev_outputs()
         if T > 0:
             for factored, one in _launches(fast):
                 launch(
                     K.ssd_bwd_revsweep_kernel, grid,
                     x, dtla, o(A), o(dt_bias), Bx, Cx, o(D), o(z), o(seq_idx), dy, o(dhT),
-                    dec, etot, states, w, dx, dB, ddt, sums, o(dh0),
+                    dec, etot, states, w, dx, grads.dB, ddt, grads.sums, o(dh0),
                     T, h, g, p, n, npb, HAS_DHT=dhT is not None, STORE_DH0=need_dh0,
                     FACTORED=factored, ONE_LAUNCH=one, E_ON_C=bool(cfg["E_ON_C"]), arg_key=ak,
                     **flags,
@@ -212,47 +211,39 @@ class _GradBuffers:
     dD (D's shape); the totals are views of it (one fill, no reduction; the order of the
     additions is not fixed, so not bit-reproducible). Else, under
     ``torch.use_deterministic_algorithms``, one partial per (p-block, b, h), dC's then dB's
-    in ``ws``, and one torch reduction per group.
+    in ``ws``, and one torch reduction per group. The views are made with the buffer, before
+    the first launch (one ``split``).
     """
 
     def __init__(self, b, T, h, g, p, n, npb, D, f32):
         self.atomic = not torch.are_deterministic_algorithms_enabled()
-        self.shape = (b, T, h, g, p, n, npb)
+        self.shape = (b, T, h, g, n, npb)
         self.D_shape = None if D is None else tuple(D.shape)
-        self.nbc = b * T * g * n
         if self.atomic:
-            nD = 0 if D is None else D.numel()
-            self.ws = torch.zeros(2 * self.nbc + 2 * h + nD, **f32)
-            self.dD = self.ws[2 * self.nbc + 2 * h:] if D is not None else None
+            nbc, nD = b * T * g * n, 0 if D is None else D.numel()
+            self.ws = torch.zeros(2 * nbc + 2 * h + nD, **f32)
+            self.dCB, self.sums, dD = self.ws.split([2 * nbc, 2 * h, nD])
+            self.dB = self.dCB[nbc:]
         else:
-            self.ws = torch.empty(2, npb, b, T, h, n, **f32)
+            self.ws = self.dCB = torch.empty(2, npb, b, T, h, n, **f32)
+            self.dB = self.ws[1]
             self.sums = torch.empty(2, npb, b, h, **f32)
-            self.dD = torch.empty(b, h, p, **f32) if D is not None else None
-
-    def rev_outputs(self):
-        """``(dB, sums)`` for the reverse sweep (views made after the forward sweep's launch)."""
-        if self.atomic:
-            nbc, h = self.nbc, self.shape[2]
-            return self.ws[nbc:], self.ws[2 * nbc:2 * nbc + 2 * h]
-        return self.ws[1], self.sums
+            dD = torch.empty(b, h, p, **f32)
+        self.dD = dD if D is not None else None
 
     def zero_(self):
-        """For T = 0 (no launch)."""
-        self.ws.zero_()
-        if not self.atomic:
-            self.sums.zero_()
-            if self.dD is not None:
-                self.dD.zero_()
+        """For T = 0 (no launch); with ``atomic`` the sums and dD are views of ``ws``."""
+        for t in (self.ws,) if self.atomic else (self.ws, self.sums, self.dD):
+            if t is not None:
+                t.zero_()
 
     def totals(self):
         """``(dCB (2, b, T, g, n): dC then dB, sums (2, h), dD (D's shape))``, fp32."""
-        b, T, h, g, p, n, npb = self.shape
+        b, T, h, g, n, npb = self.shape
         if self.atomic:
-            nbc = self.nbc
             dD = None if self.dD is None else self.dD.view(self.D_shape)
-            return (self.ws[:2 * nbc].view(2, b, T, g, n),
-                    self.ws[2 * nbc:2 * nbc + 2 * h].view(2, h), dD)
-        dCB = self.ws.view(2, npb, b, T, g, h // g, n).sum((1, 5))
+            return self.dCB.view(2, b, T, g, n), self.sums.view(2, h), dD
+        dCB = self.dCB.view(2, npb, b, T, g, h // g, n).sum((1, 5))
         dD = None
         if self.dD is not None:
             dD = self.dD.sum((0,) if len(self.D_shape) == 2 else (0, 2))
