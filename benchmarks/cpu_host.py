@@ -27,6 +27,9 @@ from semisep.backends.triton import fastlaunch  # noqa: E402
 from semisep.backends.triton import launch as launchers  # noqa: E402
 from semisep.backends.triton import ops, ssd  # noqa: E402
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from gpu_profile import NothingFunction  # noqa: E402
+
 LAUNCHES = []
 
 
@@ -35,16 +38,6 @@ def stub_launch(kernel, grid, *args, arg_key=None, **kwargs):
     key = (kernel, fastlaunch._specs(args) if arg_key is None else arg_key,
            tuple(kwargs.items()))
     LAUNCHES.append(hash(key))
-
-
-class Nothing(torch.autograd.Function):
-    @staticmethod
-    def forward(ctx, *a):
-        return a[0].new_empty(a[0].shape)
-
-    @staticmethod
-    def backward(ctx, gy):
-        return gy, None, None, None, None, None
 
 
 def per_call_us(fn, calls=200, rounds=9):
@@ -80,7 +73,7 @@ def main():
                                                (xg, dtg, Bg, Cg), gy),
         "fwd with grad": lambda: ssd(xg, None, Bg, Cg, dt=dtg, A=A, D=D),
         "autograd.Function doing nothing, fwd+grad": lambda: torch.autograd.grad(
-            Nothing.apply(xg, dtg, A, Bg, Cg, D), (xg, dtg, Bg, Cg), gy, allow_unused=True),
+            NothingFunction.apply(xg, dtg, A, Bg, Cg, D), (xg, dtg, Bg, Cg), gy, allow_unused=True),
     }
     LAUNCHES.clear()
     pieces["fwd+bwd"]()

@@ -89,6 +89,19 @@ def report(name, fn, top=0):
         python_profile(fn, top)
 
 
+class NothingFunction(torch.autograd.Function):
+    """The host-time floor of an ``autograd.Function``: of (x, dt, A, B, C, D), forward makes
+    an empty x-shaped output, backward hands the gradient back to x."""
+
+    @staticmethod
+    def forward(ctx, *a):
+        return a[0].new_empty(a[0].shape)
+
+    @staticmethod
+    def backward(ctx, gy):
+        return gy, None, None, None, None, None
+
+
 def sections(T, b=8, h=32, p=64, g=1, n=64):
     """Host ms of the pieces of a forward+backward call (GPU held busy, see host_ms), and the
     floors: an autograd.Function that launches nothing, single torch ops, one launch."""
@@ -102,15 +115,6 @@ def sections(T, b=8, h=32, p=64, g=1, n=64):
     etot = torch.empty(b * h, nc, device="cuda")
     y = ssd(xg, None, Bg, Cg, dt=dtg, A=A, D=D)
     f = torch.empty(b, h, T, device="cuda")
-
-    class Nothing(torch.autograd.Function):
-        @staticmethod
-        def forward(ctx, *a):
-            return a[0].new_empty(a[0].shape)
-
-        @staticmethod
-        def backward(ctx, gy):
-            return gy, None, None, None, None, None
 
     pre_args = (dt, A, dt, dt, dec, etot, T, h)
     pre_kw = dict(HAS_DT=True, DT_SOFTPLUS=False, HAS_DTB=False, HAS_SEQ=False, Q=64,
@@ -129,7 +133,7 @@ def sections(T, b=8, h=32, p=64, g=1, n=64):
         "launch._sweeps_bwd alone": lambda: launch._sweeps_bwd(
             gy, None, x, dt, A, B, C, D, None, None, None, None, True, False, -1, False, False),
         "Nothing Function fwd+grad (6 inputs)": lambda: torch.autograd.grad(
-            Nothing.apply(xg, dtg, A, Bg, Cg, D), (xg, dtg, Bg, Cg), gy, allow_unused=True),
+            NothingFunction.apply(xg, dtg, A, Bg, Cg, D), (xg, dtg, Bg, Cg), gy, allow_unused=True),
         "one pre-pass launch, Triton's": lambda: decays.ssd_decays_kernel[(nc, b * h)](
             *pre_args, **pre_kw),
         "one pre-pass launch, fastlaunch": lambda: fast(decays.ssd_decays_kernel, (nc, b * h),
