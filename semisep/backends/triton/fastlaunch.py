@@ -109,7 +109,7 @@ def launch(kernel, grid, *args, arg_key=None, **kwargs):
            knobs.compilation.instrumentation_mode)
     hit = _CACHE.get(key)
     if hit is None:
-        exact = _specs(args)
+        exact = _specs(args) if arg_key is not None else specs
         compiled = kernel[grid](*args, **kwargs)
         if None in exact:
             return
