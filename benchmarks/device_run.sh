@@ -7,6 +7,9 @@ python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upg
     --target /tmp/site .whl/*.whl
 export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1
 mkdir -p /tmp/keep
+# a tar every 30 s as well: a call cut at its limit keeps what the step had written
+(while sleep 30; do tar czf $OUT/keep.part.tgz -C /tmp/keep . 2>/dev/null; done) &
+saver=$!
 for step in "$@"; do
   echo "=== $step $(date +%T)"
   case $step in
@@ -45,5 +48,6 @@ for step in "$@"; do
   esac
   tar czf $OUT/keep.tgz -C /tmp/keep .   # after every step: a call cut at its limit keeps the rest
 done
+kill $saver; rm -f $OUT/keep.part.tgz
 ls -la $OUT
 echo "=== end $(date +%T)"

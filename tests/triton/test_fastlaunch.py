@@ -161,9 +161,9 @@ def test_launchers_arg_keys_fix_every_specialization(dtype, bc32, T, p, n, has_d
     from semisep.backends.triton import launch as L
     seen = {}
 
-    def record(kernel, grid, *args, arg_key=None, **kwargs):
+    def record(kernel, grid, *args, arg_key=None, opts=None):
         assert arg_key is not None, kernel
-        key = (kernel, arg_key, tuple(kwargs.items()))
+        key = (kernel, arg_key, opts.key)
         assert seen.setdefault(key, FL._specs(args)) == FL._specs(args), key
 
     cfg = dict(dtype=dtype, bc32=bc32, T=T, p=p, n=n, has_dt=has_dt, d_per_p=d_per_p,

@@ -11,6 +11,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from semisep.backends.triton import launch as L
 from semisep.backends.triton import naive, ssd, ssd_decode_step
 
 
@@ -103,8 +104,12 @@ def test_wide_offsets_give_the_same_results(monkeypatch):
     monkeypatch.setenv("SEMISEP_TRITON_GRAM", "1")
     narrow = run()
     monkeypatch.setattr(config, "WIDE_AT", 0)
+    monkeypatch.setattr(L, "_PLANS", {})    # the launch plans were made with WIDE_AT = 2^31
     for a, b in zip(run(), narrow):
         assert torch.equal(a, b)
+    # both directions' last launches (forward, reverse sweep) took the wide offsets
+    assert len(L._PLANS) == 2 and all(opts.kwargs["WIDE"] for plan in L._PLANS.values()
+                                      for opts in plan[-1])
 
 
 def test_forward_mamba2_extras():
@@ -342,13 +347,15 @@ def test_strong_decays_and_resets_in_a_partial_last_chunk(monkeypatch, pre):
 
 
 @pytest.mark.parametrize("T,state_t", [(53, 1), (64, 1), (53, 0), (64, 0)])
-@pytest.mark.parametrize("fast", ["1", "0"])
-def test_factored_and_exact_programs_in_one_call(monkeypatch, fast, T, state_t):
+@pytest.mark.parametrize("fast,one", [("1", "0"), ("1", "1"), ("0", None)])
+def test_factored_and_exact_programs_in_one_call(monkeypatch, fast, one, T, state_t):
     # per (batch, head): chunk decays just above and just below FACTOR_MIN = 2^-64 (the
     # factored loop runs only where every chunk is above), a reset, and weak decays;
     # T = 64: whole chunks, the unmasked loops; state_t = 0: the forward carries its state
-    # as (p, n) (the default for n > 64)
+    # as (p, n) (the default for n > 64); one: the loops in a launch each or in one
     monkeypatch.setenv("SEMISEP_TRITON_FAST", fast)
+    if one is not None:
+        monkeypatch.setenv("SEMISEP_TRITON_ONE_LAUNCH", one)
     monkeypatch.setenv("SEMISEP_TRITON_FWD", f"STATE_T={state_t}")
     gen = torch.Generator().manual_seed(11)
     b, h, p, g, n, Q = 2, 4, 16, 2, 16, 16
@@ -466,9 +473,9 @@ def _dt_scales(ins, kw, gy, gs, want):
 
 @pytest.mark.parametrize("deterministic", [False, True])
 def test_one_launch_runs_both_loops(monkeypatch, deterministic):
-    """``SEMISEP_TRITON_ONE_LAUNCH=1``: each kernel launched once holding both loops. The
-    (b, h) pairs with resets (exact loop) and without (factored loop) of one call give the
-    float64 result, and the two launches' result."""
+    """``SEMISEP_TRITON_ONE_LAUNCH=1`` (the default for small calls): each kernel launched
+    once holding both loops. The (b, h) pairs with resets (exact loop) and without (factored
+    loop) of one call give the float64 result, and the two launches' result."""
     monkeypatch.setattr(torch, "are_deterministic_algorithms_enabled", lambda: deterministic)
     d = make(T=45)
     ins = [d[k].clone().requires_grad_(True) for k in ("x", "la", "B", "C", "h0", "Dp", "z")]
@@ -480,6 +487,7 @@ def test_one_launch_runs_both_loops(monkeypatch, deterministic):
         gy = torch.linspace(-1, 1, y.numel()).view_as(y)
         return [y, hT, *torch.autograd.grad((y * gy).sum() + hT.square().sum(), ins)]
 
+    monkeypatch.setenv("SEMISEP_TRITON_ONE_LAUNCH", "0")
     two = run()
     monkeypatch.setenv("SEMISEP_TRITON_ONE_LAUNCH", "1")
     one = run()

@@ -41,6 +41,26 @@ def _env(name: str, default=None):
     return default if value is None else os.environ.decodevalue(value)
 
 
+# Every environment knob a launch plan (launch._plan) reads while it is built
+KNOBS = ("SEMISEP_TRITON_FWD", "SEMISEP_TRITON_BWD", "SEMISEP_TRITON_FAST",
+         "SEMISEP_TRITON_PRE_DECAYS", "SEMISEP_TRITON_FACTOR", "SEMISEP_TRITON_FP32_PRECISION",
+         "SEMISEP_TRITON_GRAM", "SEMISEP_TRITON_ONE_LAUNCH", "TRITON_INTERPRET")
+
+
+_KNOB_KEYS: list = []
+
+
+def knobs() -> tuple:
+    """The values of :data:`KNOBS` (None for an unset one; encoded, as the environment holds
+    them): part of a launch plan's key, so that a knob set between two calls takes effect."""
+    data = getattr(os.environ, "_data", None)
+    if data is None:
+        return tuple([os.environ.get(k) for k in KNOBS])
+    if not _KNOB_KEYS:
+        _KNOB_KEYS.extend(os.environ.encodekey(k) for k in KNOBS)
+    return tuple([data.get(k) for k in _KNOB_KEYS])
+
+
 def _interpret() -> bool:
     return _env("TRITON_INTERPRET", "0") == "1"
 
@@ -159,14 +179,25 @@ def _wide(elements: int) -> bool:
     return elements >= WIDE_AT
 
 
-def _launches(fast: bool):
-    """The ``(FACTORED, ONE_LAUNCH)`` values to launch a sweep with: where programs choose
-    (``fast``) a launch per loop kind, or with ``SEMISEP_TRITON_ONE_LAUNCH=1`` one launch
-    holding both loops (3 launches fewer per fwd+bwd, for calls bound by the host; the
-    factored loops cost 0-5 % more instructions, Triton 3.6 proxy); else the exact loop."""
+# The largest call, in b * h * T * BN, whose sweeps launch once holding both loops by default
+# (H200 s9-2, s9-3, N = 64: fwd+bwd 1.01 -> 0.88 ms at 1K, 1.16 -> 1.03 ms at 4K, where the
+# host sets the pace; 1.95 -> 2.01 ms at 8K and 3.86 -> 3.95 ms at 16K, where the GPU does)
+ONE_LAUNCH_AT_MOST = 2 ** 26
+
+
+def _launches(fast: bool, size: int):
+    """The ``(FACTORED, ONE_LAUNCH)`` values to launch a sweep with.
+
+    Where programs choose their loop (``fast``): for a call of ``size = b * h * T * BN`` up
+    to ``ONE_LAUNCH_AT_MOST``, one launch holding both the factored and the exact loop (3
+    launches fewer per fwd+bwd, for calls bound by the host); above it a launch per loop kind
+    (the one-launch loops take 0-5 % more instructions, Triton 3.6 proxy).
+    ``SEMISEP_TRITON_ONE_LAUNCH=1`` / ``0`` forces one / the other. Else the exact loop.
+    """
     if not fast:
         return ((False, False),)
-    if _env("SEMISEP_TRITON_ONE_LAUNCH", "0") == "1":
+    knob = _env("SEMISEP_TRITON_ONE_LAUNCH")
+    if (size <= ONE_LAUNCH_AT_MOST) if knob is None else knob == "1":
         return ((False, True),)
     return ((True, False), (False, False))
 

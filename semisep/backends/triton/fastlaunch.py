@@ -82,9 +82,24 @@ def arg_key(tensors, *extra):
                    for t in tensors]), *extra)
 
 
-def launch(kernel, grid, *args, arg_key=None, **kwargs):
+class Options:
+    """The keyword arguments of a :func:`launch` (constexprs and launch options) made once,
+    with their part of the cache key, for a caller that launches with them many times."""
+
+    __slots__ = ("kwargs", "key")
+
+    def __init__(self, **kwargs):
+        self.kwargs = kwargs
+        self.key = tuple(kwargs.items())
+
+    def __repr__(self):
+        return f"Options({self.kwargs})"
+
+
+def launch(kernel, grid, *args, arg_key=None, opts=None, **kwargs):
     """``kernel[grid](*args, **kwargs)``: positional arguments are the kernel's runtime
-    arguments (in order), keyword ones its constexprs and launch options.
+    arguments (in order), keyword ones its constexprs and launch options (or ``opts``, an
+    :class:`Options` holding them).
 
     ``arg_key``: a hashable that the caller guarantees to determine the specialization of
     every positional argument (made by :func:`arg_key` from a call's inputs, whose dtypes,
@@ -92,6 +107,12 @@ def launch(kernel, grid, *args, arg_key=None, **kwargs):
     per-argument specializations in the cache key, which cost ~0.5 us an argument (~25 us
     for a sweep's). ``SEMISEP_TRITON_CHECK_ARG_KEY=1`` checks that promise on every launch.
     """
+    if opts is not None:
+        if kwargs:
+            raise TypeError(f"launch: keyword arguments {sorted(kwargs)} and opts together")
+        kwargs, kw_key = opts.kwargs, opts.key
+    else:
+        kw_key = tuple(kwargs.items())
     if not _enabled():
         kernel[grid](*args, **kwargs)
         return
@@ -105,7 +126,7 @@ def launch(kernel, grid, *args, arg_key=None, **kwargs):
     else:
         specs = ("arg_key", arg_key)
     device = torch.cuda.current_device()
-    key = (kernel, device, specs, tuple(kwargs.items()), knobs.runtime.debug,
+    key = (kernel, device, specs, kw_key, knobs.runtime.debug,
            knobs.compilation.instrumentation_mode)
     hit = _CACHE.get(key)
     if hit is None:
