@@ -8,16 +8,28 @@ python benchmarks/aot_check.py [BP=64 BN=64 Q=64 num_warps=4 num_stages=2 dtype=
 final state gradients) and adds the decode and pre-pass kernels; an upper-case key sets one flag;
 ``loops=N`` lists every loop of N or more instructions (a kernel with ``ONE_LAUNCH`` has two).
 Run it under the Triton of the device (3.6) to catch front-end errors before a device call.
+Every run compiles afresh, in a temporary ``TRITON_CACHE_DIR`` unless one is set: an entry of
+the shared cache can hold a kernel that no longer matches its source (2026-12-01: a one-launch
+reverse sweep with one loop, compiled from work in progress, under the key of the final
+source).
 """
+import atexit
+import os
+import shutil
 import sys
+import tempfile
 
-import triton
-import triton.language as tl  # noqa: F401
-from triton.backends.compiler import GPUTarget
-from triton.compiler import ASTSource
+if "TRITON_CACHE_DIR" not in os.environ:
+    os.environ["TRITON_CACHE_DIR"] = tempfile.mkdtemp(prefix="aot_check_")
+    atexit.register(shutil.rmtree, os.environ["TRITON_CACHE_DIR"], True)
 
-from semisep.backends.triton import decays
-from semisep.backends.triton import kernels as K
+import triton  # noqa: E402
+import triton.language as tl  # noqa: F401,E402
+from triton.backends.compiler import GPUTarget  # noqa: E402
+from triton.compiler import ASTSource  # noqa: E402
+
+from semisep.backends.triton import decays  # noqa: E402
+from semisep.backends.triton import kernels as K  # noqa: E402
 
 opts = dict(BP=64, BN=64, Q=64, num_warps=4, num_stages=2, dtype="bf16")
 for a in sys.argv[1:]:

@@ -59,3 +59,14 @@ def test_launch_plans_follow_the_knobs(monkeypatch):
                               ("ssd_fwd_kernel", False)]
     monkeypatch.delenv("SEMISEP_TRITON_ONE_LAUNCH")
     assert fwd_launches() == one
+
+
+def test_launch_plans_are_bounded(monkeypatch):
+    """Plans are keyed by shapes (T among them): past MAX_ENTRIES the cache starts again."""
+    monkeypatch.setattr(L, "MAX_ENTRIES", 2)
+    monkeypatch.setattr(L, "_PLANS", {})
+    built = []
+    for T in (1, 2, 3, 1):
+        assert L._plan(lambda t: built.append(t) or t, T) == T
+        assert len(L._PLANS) <= 2
+    assert built == [1, 2, 3, 1]        # 1 was dropped when 3 came in

@@ -72,6 +72,16 @@ def test_second_launch_is_direct_with_every_argument(cached):
     assert k.compiled.calls == [((5, 6, 1), (t, 128, True, 7))]   # X given, Y its default
 
 
+def test_cache_starts_again_when_full(cached, monkeypatch):
+    """Keys hold shapes: a run over many lengths must not grow the cache without end."""
+    monkeypatch.setattr(FL, "MAX_ENTRIES", 3)
+    k = _Kernel()
+    for T in range(5):
+        FL.launch(k, (1,), torch.empty(64), 64, X=True, arg_key=("T", T))
+        assert len(FL._CACHE) == T % 3 + 1
+    assert len(k.calls) == 5
+
+
 def test_new_specialization_goes_through_triton(cached):
     k = _Kernel()
     t = torch.empty(64)

@@ -34,6 +34,9 @@ from .config import _env, _interpret
 
 _TESTED = ("3.6.",)
 _CACHE: dict = {}
+# Entries kept at most: the keys hold a call's shapes, so a run over many sequence lengths
+# would grow the cache without end; past this it starts again (a launch through Triton each).
+MAX_ENTRIES = 4096
 
 
 def _enabled() -> bool:
@@ -137,6 +140,8 @@ def launch(kernel, grid, *args, arg_key=None, opts=None, **kwargs):
         # the values of the parameters after the positional ones, in signature order
         tail = tuple(kwargs[p.name] if p.name in kwargs else p.default
                      for p in kernel.params[len(args):])
+        if len(_CACHE) >= MAX_ENTRIES:
+            _CACHE.clear()
         _CACHE[key] = (compiled, tail, _direct(compiled), exact)
         return
     compiled, tail, run, exact = hit

@@ -12,7 +12,7 @@ from . import kernels as K
 from .config import (_cdiv, _even, _factor, _fast, _gram, _launch_opts, _launches, _pre,
                      _prec, _wide, knobs, pick_config)
 from .decays import CLAMP, ssd_decays_kernel
-from .fastlaunch import Options, arg_key, launch
+from .fastlaunch import MAX_ENTRIES, Options, arg_key, launch
 
 
 def _device_ctx(t: torch.Tensor):
@@ -50,6 +50,8 @@ def _plan(build, *fields):
     key = (build, fields, knobs())
     plan = _PLANS.get(key)
     if plan is None:
+        if len(_PLANS) >= MAX_ENTRIES:      # fields hold T: bounded as fastlaunch's cache is
+            _PLANS.clear()
         plan = _PLANS[key] = build(*fields)
     return plan
 
