@@ -33,10 +33,10 @@ from gpu_profile import NothingFunction  # noqa: E402
 LAUNCHES = []
 
 
-def stub_launch(kernel, grid, *args, arg_key=None, **kwargs):
+def stub_launch(kernel, grid, *args, arg_key=None, opts=None, **kwargs):
     """What ``fastlaunch.launch`` does before the C launcher, without it."""
     key = (kernel, fastlaunch._specs(args) if arg_key is None else arg_key,
-           tuple(kwargs.items()))
+           opts.key if opts is not None else tuple(kwargs.items()))
     LAUNCHES.append(hash(key))
 
 
