@@ -209,3 +209,36 @@ def _run_launchers(L, dtype, bc32, T, p, n, has_dt, d_per_p, extras, fp32_states
     y, hT, decays = L._fwd(*args, -1, for_grad=True)
     dy = _misaligned(torch.randn_like(y), shifts[5])
     L._bwd(dy, hT if extras else None, *args, -1, fp32_states, decays=decays)
+
+
+_CONFIGS = st.fixed_dictionaries(dict(
+    dtype=st.sampled_from([torch.float32, torch.float16]), bc32=st.booleans(),
+    T=st.sampled_from([5, 64, 70]), p=st.sampled_from([16, 96]), n=st.sampled_from([16, 128]),
+    has_dt=st.booleans(), d_per_p=st.none() | st.booleans(), extras=st.booleans(),
+    fp32_states=st.booleans(), shifts=st.just([0] * 6)))
+
+
+@settings(max_examples=30, deadline=None)
+@given(first=_CONFIGS, second=_CONFIGS, atomic=st.tuples(st.booleans(), st.booleans()))
+def test_launch_plans_are_those_made_afresh(first, second, atomic):
+    """A call after another (any shapes, dtypes, flags, deterministic mode) launches with the
+    constexprs and options that a plan made for it alone gives: the plan key misses nothing."""
+    from semisep.backends.triton import launch as L
+    launched = []
+
+    def record(kernel, grid, *args, arg_key=None, opts=None):
+        launched.append((kernel, grid, opts.kwargs))
+
+    def run(cfg, det):
+        launched.clear()
+        mp.setattr(torch, "are_deterministic_algorithms_enabled", lambda: det)
+        _run_launchers(L, **cfg)
+        return list(launched)
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(L, "launch", record)
+        mp.setattr(L, "_PLANS", {})
+        run(first, not atomic[0])
+        after = run(second, not atomic[1])
+        mp.setattr(L, "_PLANS", {})
+        assert after == run(second, not atomic[1])
