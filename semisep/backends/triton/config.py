@@ -2,8 +2,10 @@
 
 The defaults come from the H200 runs in ``benchmarks/NOTES.md``; the environment variables
 ``SEMISEP_TRITON_FWD`` / ``_BWD`` (fields of :func:`pick_config`), ``SEMISEP_TRITON_FAST``,
-``_PRE_DECAYS``, ``_FACTOR`` and ``_FP32_PRECISION`` override them, for experiments
-(``SEMISEP_TRITON_FAST_LAUNCH`` and ``_GRAM``: :mod:`.fastlaunch`, :func:`_gram`).
+``_PRE_DECAYS``, ``_FACTOR``, ``_FP32_PRECISION`` and ``_ONE_LAUNCH`` override them, for
+experiments (``SEMISEP_TRITON_FAST_LAUNCH`` and ``_GRAM``: :mod:`.fastlaunch`, :func:`_gram`).
+The launchers read them when they build a launch plan, whose key holds their values
+(:data:`KNOBS`, :func:`knobs`).
 """
 
 from __future__ import annotations

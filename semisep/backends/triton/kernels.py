@@ -22,8 +22,9 @@ are products of fp32 normals, so each sweep scales its operands by ``exp(-l)`` /
 and masks ``G`` or ``M`` to the lower triangle instead of forming a Q x Q decay tile. The other
 (batch, head) pairs (resets, extreme decays, float16 inputs) run the exact loop. Each sweep is
 launched once per loop kind and a program runs in the launch its chunk decays pick
-(:func:`.decays._runs`), or (``ONE_LAUNCH``) once with both loops, each program running the
-one its chunk decays pick.
+(:func:`.decays._runs`), or (``ONE_LAUNCH``, the default for small calls,
+:func:`.config._launches`) once with both loops, each program running the one its chunk
+decays pick.
 
 Backward: a decay pre-pass (on by default); two sweeps, each recomputing what it needs:
 
