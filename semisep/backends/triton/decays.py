@@ -194,9 +194,12 @@ def _decay_tile(hi, lo, offs_q, TRANSPOSED: tl.constexpr):
 
 
 @triton.jit
-def _factorable(etot_ptr, pid_bh, NC):
+def _factorable(etot_ptr, pid_bh, NC, FAST: tl.constexpr):
     """Whether every chunk of this program's (b, h) decays by more than FACTOR_MIN (its row of
-    the pre-pass's chunk decays ``etot``): the factored loops' condition."""
+    the pre-pass's chunk decays ``etot``): the factored loops' condition. True without FAST
+    (:func:`_runs` then ignores it)."""
+    if not FAST:
+        return True
     row = etot_ptr + pid_bh.to(tl.int64) * NC
     offs = tl.arange(0, 1024)
     least = tl.min(tl.load(row + offs, mask=offs < NC, other=1.0), axis=0)

@@ -55,9 +55,9 @@ import triton
 import triton.language as tl
 
 from .decays import _decays_all, _dt_grad_factors, _factorable, _L_tile, _runs, _softplus
-from .tiles import (_chunk_inputs, _grad_rows, _io_starts, _ld, _load_D, _plus_D, _program,
-                    _put_grad, _slot, _slot_offset, _st, _start, _state_nt, _state_rows,
-                    _state_tile, _state_update, _tile)
+from .tiles import (_chunk_inputs, _grad_rows, _io_starts, _ld, _load_D, _offsets, _plus_D,
+                    _program, _put_grad, _slot, _slot_offset, _st, _start, _state_nt,
+                    _state_rows, _state_tile, _state_update, _tile)
 
 
 @triton.jit
@@ -107,14 +107,12 @@ def ssd_fwd_kernel(
     """
     pid_p, pid_bh, b64, h, grp = _program(H, G)
     n_chunks = tl.cdiv(T, Q)
-    factorable = _factorable(etot_ptr, pid_bh, n_chunks) if FAST else True
+    factorable = _factorable(etot_ptr, pid_bh, n_chunks, FAST)
     # one loop, the launch's FACTORED (F), or with ONE_LAUNCH both (F = 0, 1: the exact and the
     # factored loop), each program running the one its chunk decays pick
     for F in tl.static_range(0 if ONE_LAUNCH else FACTORED, 2 if ONE_LAUNCH else FACTORED + 1):
         if _runs(factorable, FAST, F):
-            offs_q = tl.arange(0, Q)
-            offs_p = pid_p * BP + tl.arange(0, BP)
-            offs_n = tl.arange(0, BN)
+            offs_q, offs_p, offs_n = _offsets(pid_p, Q, BP, BN)
             dtype = x_ptr.dtype.element_ty
 
             x_base, y_base, z_base, B_base, C_base = _io_starts(
@@ -225,13 +223,11 @@ def ssd_bwd_fwdsweep_kernel(
     WIDE: a (b, h)'s stored states hold 2^31 elements or more."""
     pid_p, pid_bh, b64, h, grp = _program(H, G)
     NC = tl.cdiv(T, Q)
-    factorable = _factorable(etot_ptr, pid_bh, NC) if FAST else True
+    factorable = _factorable(etot_ptr, pid_bh, NC, FAST)
     # as in ssd_fwd_kernel
     for F in tl.static_range(0 if ONE_LAUNCH else FACTORED, 2 if ONE_LAUNCH else FACTORED + 1):
         if _runs(factorable, FAST, F):
-            offs_q = tl.arange(0, Q)
-            offs_p = pid_p * BP + tl.arange(0, BP)
-            offs_n = tl.arange(0, BN)
+            offs_q, offs_p, offs_n = _offsets(pid_p, Q, BP, BN)
             mask_p = offs_p < P
             dtype = x_ptr.dtype.element_ty
 
@@ -385,13 +381,11 @@ def ssd_bwd_revsweep_kernel(
     """
     pid_p, pid_bh, b64, h, grp = _program(H, G)
     NC = tl.cdiv(T, Q)
-    factorable = _factorable(etot_ptr, pid_bh, NC) if FAST else True
+    factorable = _factorable(etot_ptr, pid_bh, NC, FAST)
     # as in ssd_fwd_kernel
     for F in tl.static_range(0 if ONE_LAUNCH else FACTORED, 2 if ONE_LAUNCH else FACTORED + 1):
         if _runs(factorable, FAST, F):
-            offs_q = tl.arange(0, Q)
-            offs_p = pid_p * BP + tl.arange(0, BP)
-            offs_n = tl.arange(0, BN)
+            offs_q, offs_p, offs_n = _offsets(pid_p, Q, BP, BN)
             dtype = x_ptr.dtype.element_ty
 
             x_base, dy_base, z_base, B_base, C_base = _io_starts(x_ptr, dy_ptr, z_ptr, B_ptr, C_ptr,

@@ -20,6 +20,13 @@ def _program(H, G):
 
 
 @triton.jit
+def _offsets(pid_p, Q: tl.constexpr, BP: tl.constexpr, BN: tl.constexpr):
+    """``(offs_q, offs_p, offs_n)``: a chunk's rows, this program's block of p, the state's
+    columns."""
+    return tl.arange(0, Q), pid_p * BP + tl.arange(0, BP), tl.arange(0, BN)
+
+
+@triton.jit
 def _state_tile(b64, h, H, P, N, offs_p, offs_n, TRANSPOSED: tl.constexpr = False):
     """``(offsets, mask)`` of this program's block of a (b, H, P, N) state, as a (p, n) tile
     or (``TRANSPOSED``) an (n, p) one."""
