@@ -29,17 +29,21 @@ def _pow2(n: int) -> int:
 _ENCODED: dict = {}
 
 
-def _env(name: str, default=None):
-    """``os.environ.get(name, default)`` without its exception for a missing name (~2 us a
-    read; the launchers read ~30 knobs per forward+backward): the environment's own mapping,
-    with the encoded names cached."""
-    data = getattr(os.environ, "_data", None)
-    if data is None:
-        return os.environ.get(name, default)
+def _encoded(name: str):
+    """``name`` as the environment's own mapping holds it (cached)."""
     key = _ENCODED.get(name)
     if key is None:
         key = _ENCODED[name] = os.environ.encodekey(name)
-    value = data.get(key)
+    return key
+
+
+def _env(name: str, default=None):
+    """``os.environ.get(name, default)`` without its exception for a missing name (~2 us a
+    read, on the host's critical path): a lookup in the environment's own mapping."""
+    data = getattr(os.environ, "_data", None)
+    if data is None:
+        return os.environ.get(name, default)
+    value = data.get(_encoded(name))
     return default if value is None else os.environ.decodevalue(value)
 
 
@@ -49,18 +53,13 @@ KNOBS = ("SEMISEP_TRITON_FWD", "SEMISEP_TRITON_BWD", "SEMISEP_TRITON_FAST",
          "SEMISEP_TRITON_GRAM", "SEMISEP_TRITON_ONE_LAUNCH", "TRITON_INTERPRET")
 
 
-_KNOB_KEYS: list = []
-
-
 def knobs() -> tuple:
     """The values of :data:`KNOBS` (None for an unset one; encoded, as the environment holds
     them): part of a launch plan's key, so that a knob set between two calls takes effect."""
     data = getattr(os.environ, "_data", None)
     if data is None:
         return tuple([os.environ.get(k) for k in KNOBS])
-    if not _KNOB_KEYS:
-        _KNOB_KEYS.extend(os.environ.encodekey(k) for k in KNOBS)
-    return tuple([data.get(k) for k in _KNOB_KEYS])
+    return tuple([data.get(_encoded(k)) for k in KNOBS])
 
 
 def _interpret() -> bool:
@@ -77,18 +76,11 @@ def pick_config(p: int, n: int, chunk_size: Optional[int], dtype, kind: str = "f
     state carried as (n, p), see
     :func:`kernels.ssd_fwd_kernel`; the default for n <= 64 and for p in blocks under 64), for
     the backward ``fwd_sweep_stages`` (``num_stages`` is the reverse sweep's) and ``E_ON_C``
-    (:func:`kernels.ssd_bwd_revsweep_kernel`). Returns a new dict (from a cache keyed by the
-    arguments and the override: ~25 us a call on the host otherwise).
+    (:func:`kernels.ssd_bwd_revsweep_kernel`). The launchers call it when they build a launch
+    plan (:func:`.launch._plan`), not per call.
     """
     variable = "SEMISEP_TRITON_FWD" if kind == "fwd" else "SEMISEP_TRITON_BWD"
-    key = (p, n, chunk_size, kind, _env(variable, ""))
-    cfg = _CONFIGS.get(key)
-    if cfg is None:
-        cfg = _CONFIGS[key] = _overridden(_default_config(p, n, chunk_size, kind), variable)
-    return dict(cfg)
-
-
-_CONFIGS: dict = {}
+    return _overridden(_default_config(p, n, chunk_size, kind), variable)
 
 
 def _default_config(p: int, n: int, chunk_size: Optional[int], kind: str) -> dict:
