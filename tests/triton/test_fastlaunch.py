@@ -72,6 +72,18 @@ def test_second_launch_is_direct_with_every_argument(cached):
     assert k.compiled.calls == [((5, 6, 1), (t, 128, True, 7))]   # X given, Y its default
 
 
+def test_options_launch_as_their_keyword_arguments(cached):
+    """``opts=Options(...)`` is the same launch, and the same cache entry, as the keywords."""
+    k = _Kernel()
+    t = torch.empty(64)
+    FL.launch(k, (1,), t, 64, opts=FL.Options(X=True, num_warps=4))
+    FL.launch(k, (1,), t, 64, X=True, num_warps=4)
+    assert k.calls == [((1,), (t, 64), dict(X=True, num_warps=4))] and len(FL._CACHE) == 1
+    assert k.compiled.calls == [((1, 1, 1), (t, 64, True, 7))]
+    with pytest.raises(TypeError, match="opts together"):
+        FL.launch(k, (1,), t, 64, X=True, opts=FL.Options(num_warps=4))
+
+
 def test_cache_starts_again_when_full(cached, monkeypatch):
     """Keys hold shapes: a run over many lengths must not grow the cache without end."""
     monkeypatch.setattr(FL, "MAX_ENTRIES", 3)

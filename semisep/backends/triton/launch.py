@@ -45,8 +45,8 @@ def _plan(build, *fields):
     """``build(*fields)``, made once per ``fields`` and values of the environment knobs
     (:func:`.config.knobs`): what a call's launches take besides its tensors (block sizes,
     grids, each launch's :class:`.fastlaunch.Options`), which follows from its shapes, dtype
-    and flags alone. Building it costs ~20 us of host per direction, on the critical path
-    where calls are bound by the host (T <= 4K on the H200, benchmarks/NOTES.md s8)."""
+    and flags alone, so it is not rebuilt on the host's critical path for every call (calls
+    up to 4K steps are bound by the host on the H200, benchmarks/NOTES.md s8-s9)."""
     key = (build, fields, knobs())
     plan = _PLANS.get(key)
     if plan is None:
