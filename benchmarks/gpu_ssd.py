@@ -517,16 +517,16 @@ def bench_grid(results, variants, Ns, Ts, impls, b=8, h=32, p=64, g=1, repeat=1)
                         lambda: torch.autograd.grad(
                             mamba(xg, dtg, A, Bg, Cg, chunk_size=256, D=D), (xg, dtg, Bg, Cg), gy))
                 if "packed" in impls:
-                    # packed sequences of 2048 steps (seq_idx), as in training: every (b, h) with
-                    # a boundary runs the exact loops (the factored ones need no resets)
-                    seq = (torch.arange(T, device="cuda", dtype=torch.int32) // 2048).expand(b, T)
+                    # packed sequences of 2000 steps (seq_idx), as in training: boundaries
+                    # inside chunks (the segmented factored loops, decays.py)
+                    seq = (torch.arange(T, device="cuda", dtype=torch.int32) // 2000).expand(b, T)
                     seq = seq.contiguous()
-                    add("semisep[packed 2K]", lambda: ssd(x, None, B, C, dt=dt, A=A, D=D, seq_idx=seq),
+                    add("semisep[packed 2000]", lambda: ssd(x, None, B, C, dt=dt, A=A, D=D, seq_idx=seq),
                         lambda: torch.autograd.grad(
                             ssd(xg, None, Bg, Cg, dt=dtg, A=A, D=D, seq_idx=seq), (xg, dtg, Bg, Cg),
                             gy))
                     if mamba is not None:
-                        add("mamba_chunk_scan_combined[packed 2K]",
+                        add("mamba_chunk_scan_combined[packed 2000]",
                             lambda: mamba(x, dt, A, B, C, chunk_size=256, D=D, seq_idx=seq),
                             lambda: torch.autograd.grad(
                                 mamba(xg, dtg, A, Bg, Cg, chunk_size=256, D=D, seq_idx=seq),
@@ -593,7 +593,7 @@ def main():
     ap.add_argument("--Ts", default="1024,2048,4096,8192,16384")
     ap.add_argument("--impls", default="mamba,fla,sdpa",
                     help="anchors to time (mamba, fla, sdpa) and 'packed': semisep and mamba "
-                         "with seq_idx (sequences of 2048 steps)")
+                         "with seq_idx (sequences of 2000 steps)")
     ap.add_argument("--variants", nargs="*", default=["default:"])
     ap.add_argument("--repeat", type=int, default=1,
                     help="time every cell this many times, the impls in turn; rows keep medians")

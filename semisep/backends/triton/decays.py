@@ -11,6 +11,16 @@ sum itself, for any magnitude: no cancellation, no NaN.
 :func:`_decays_all`, or compute them in place (``PRE=False``, an experiment). A (batch, head)
 whose chunks all decay by less than ``FACTOR_MIN`` runs the sweeps' factored loops
 (:func:`_factorable`, :func:`_runs`).
+
+Segments (with ``seq_idx``, ``HAS_SEQ``): a reset (a clamped log-decay: a sequence boundary,
+``-inf``, or below ``-CLAMP``) at position r ends the segment before it, and the decays across
+it are 0. Within a chunk, ``seg_i`` counts the resets at or before i and ``ls_i`` is the
+cumulative log-decay from the start of i's segment (0 at a reset): ``L_ij = exp(ls_i - ls_j)``
+where ``seg_i == seg_j`` (i >= j), else 0, the state entering the chunk reaches the positions
+of segment 0 (``exp(l_i) = exp(ls_i) [seg_i == 0]``) and the state leaving it takes those of the
+last one (``exp(l_end - l_j) = exp(ls_end - ls_j) [seg_j == seg_end]``). The factored loops
+then run on ``exp(+-ls)`` wherever each chunk's ``min_i exp(ls_i)`` is above ``FACTOR_MIN``,
+resets or not (:func:`_segments`); the rows of a chunk without a reset are the unsegmented ones.
 """
 
 from __future__ import annotations
@@ -82,7 +92,8 @@ def _decays_all(PRE: tl.constexpr, dec_ptr, etot_ptr, BH, NC, c,
 
     PRE: loaded from the arrays of :func:`ssd_decays_kernel` (coalesced, prefetchable);
     else computed here. e_in = exp(l_i), to_end = exp(l_end - l_i), e_tot = exp(l_end),
-    inv = exp(-l_i) (used only when the chunk's total decay keeps it finite, see _L_tile).
+    inv = exp(-l_i) (used only when the chunk's total decay keeps it finite, see _L_tile;
+    with HAS_SEQ and PRE, exp(-ls_i), which is the same in a chunk without a reset).
     """
     if PRE:
         # rows of length NC * Q: the padded tail of the last chunk holds the continuation
@@ -127,13 +138,30 @@ def _L_tile(hi, lo, e_in, inv, e_tot, offs_q, TRANSPOSED: tl.constexpr,
 
 
 @triton.jit
+def _restart_add(f1, v1, f2, v2):
+    """The combine of a sum that restarts at flagged positions (for tl.associative_scan)."""
+    return f1 | f2, tl.where(f2 != 0, v2, v1 + v2)
+
+
+@triton.jit
+def _grad_row0(HAS_SEQ: tl.constexpr):
+    """The first of the two rows (clamp mask, softplus slope) that only the backward reads:
+    after the segment rows (HAS_SEQ)."""
+    return 8 if HAS_SEQ else 6
+
+
+@triton.jit
 def ssd_decays_kernel(dt_ptr, A_ptr, dtb_ptr, seq_ptr, dec_ptr, etot_ptr, T, H,
                       HAS_DT: tl.constexpr, DT_SOFTPLUS: tl.constexpr, HAS_DTB: tl.constexpr,
                       HAS_SEQ: tl.constexpr, Q: tl.constexpr, CLAMP_C: tl.constexpr,
                       GRAD_ROWS: tl.constexpr = True):
-    """The per-position decay data of every chunk, once, for the sweeps (grid (chunks, b*h)):
-    rows 0-5 for every sweep, rows 6-7 (clamp mask, softplus slope) for the backward's
-    (``GRAD_ROWS``)."""
+    """The per-position decay data of every chunk, once, for the sweeps (grid (chunks, b*h)).
+
+    Rows of ``dec`` (each (b*h, chunks*Q), fp32): 0-5 ``dtv, hi, lo, e_in, to_end, inv`` of
+    :func:`_decays_all`; with HAS_SEQ 6-7 ``exp(ls)`` and ``seg`` (module docstring; row 5 is
+    then ``exp(-ls)``); then, with ``GRAD_ROWS``, the backward's clamp mask and softplus slope
+    (:func:`_grad_row0`). ``etot`` (1, or 3 with HAS_SEQ, b*h, chunks): ``exp(l_end)``, then
+    ``exp(ls_end)`` and ``min_i exp(ls_i)`` (:func:`_factorable`)."""
     c = tl.program_id(0)
     bh = tl.program_id(1)
     BH = tl.num_programs(1)
@@ -145,8 +173,23 @@ def ssd_decays_kernel(dt_ptr, A_ptr, dtb_ptr, seq_ptr, dec_ptr, etot_ptr, T, H,
                                                    dt_ptr, A_ptr, dtb_ptr, seq_ptr, b64, h, H,
                                                    T, t, HAS_DT, DT_SOFTPLUS, HAS_DTB, HAS_SEQ,
                                                    CLAMP_C)
+    _, la2, _, _, _, keep, sig = _chunk_decays(dt_ptr, A_ptr, dtb_ptr, seq_ptr, b64, h, H, T, t,
+                                               HAS_DT, DT_SOFTPLUS, HAS_DTB, HAS_SEQ, CLAMP_C)
     bh64 = b64 * H + h
     TP = NC * Q
+    if HAS_SEQ:
+        reset = ((t < T) & (keep == 0.0)).to(tl.int32)
+        seg = tl.cumsum(reset, axis=0)
+        _, ls = tl.associative_scan((reset, tl.where(reset != 0, 0.0, la2).to(tl.float64)), 0,
+                                    _restart_add)
+        ls = ls.to(tl.float32)
+        e_s = tl.exp2(ls)
+        inv = tl.exp2(tl.minimum(-ls, 126.0))
+        last = tl.arange(0, Q) == Q - 1
+        tl.store(dec_ptr + (6 * BH + bh64) * TP + t, e_s)
+        tl.store(dec_ptr + (7 * BH + bh64) * TP + t, seg.to(tl.float32))
+        tl.store(etot_ptr + (BH + bh64) * NC + c, tl.sum(tl.where(last, e_s, 0.0), axis=0))
+        tl.store(etot_ptr + (2 * BH + bh64) * NC + c, tl.min(e_s, axis=0))
     tl.store(dec_ptr + bh64 * TP + t, dtv)
     tl.store(dec_ptr + (BH + bh64) * TP + t, hi)
     tl.store(dec_ptr + (2 * BH + bh64) * TP + t, lo)
@@ -155,24 +198,83 @@ def ssd_decays_kernel(dt_ptr, A_ptr, dtb_ptr, seq_ptr, dec_ptr, etot_ptr, T, H,
     tl.store(dec_ptr + (5 * BH + bh64) * TP + t, inv)
     tl.store(etot_ptr + bh64 * NC + c, e_tot)
     if GRAD_ROWS:
-        _, _, _, _, _, keep, sig = _chunk_decays(dt_ptr, A_ptr, dtb_ptr, seq_ptr, b64, h, H, T,
-                                                 t, HAS_DT, DT_SOFTPLUS, HAS_DTB, HAS_SEQ,
-                                                 CLAMP_C)
-        tl.store(dec_ptr + (6 * BH + bh64) * TP + t, keep)
-        tl.store(dec_ptr + (7 * BH + bh64) * TP + t, sig)
+        r0 = _grad_row0(HAS_SEQ)
+        tl.store(dec_ptr + (r0 * BH + bh64) * TP + t, keep)
+        tl.store(dec_ptr + ((r0 + 1) * BH + bh64) * TP + t, sig)
+
+
+@triton.jit
+def _segments(HAS_SEQ: tl.constexpr, dec_ptr, etot_ptr, BH, NC, c, b64, h, H, t, e_in, e_tot):
+    """``(seg, e_w, e_tot_w)`` of chunk ``c`` at positions ``t`` for a factored loop: with
+    HAS_SEQ from the pre-pass, the resets at or before each position, ``exp(ls)`` and
+    ``exp(ls_end)`` (module docstring), with which the loop masks its lower triangles to
+    ``seg_i == seg_j`` (:func:`_lower`), the entering state to segment 0 (:func:`_seg0`) and
+    the leaving one to the last segment (:func:`_last_seg`); else ``(e_in, e_in, e_tot)``
+    (``seg`` unused)."""
+    if HAS_SEQ:
+        bh64 = b64 * H + h
+        TP = NC * t.shape[0]
+        e_w = tl.load(dec_ptr + (6 * BH + bh64) * TP + t)
+        seg = tl.load(dec_ptr + (7 * BH + bh64) * TP + t)
+        e_tot_w = tl.load(etot_ptr + (BH + bh64) * NC + c)
+    else:
+        seg = e_in
+        e_w = e_in
+        e_tot_w = e_tot
+    return seg, e_w, e_tot_w
+
+
+@triton.jit
+def _seg0(v, seg, HAS_SEQ: tl.constexpr):
+    """The rows of ``v`` (one per position) in segment 0 of the chunk, the others 0 (HAS_SEQ);
+    else ``v``."""
+    if HAS_SEQ:
+        v = tl.where((seg == 0)[:, None], v, 0.0)
+    return v
+
+
+@triton.jit
+def _last_seg(v, to_end, HAS_SEQ: tl.constexpr):
+    """The rows of ``v`` in the chunk's last segment (``exp(l_end - l_j) > 0``: no reset after
+    j), the others 0 (HAS_SEQ); else ``v``."""
+    if HAS_SEQ:
+        v = tl.where((to_end > 0.0)[:, None], v, 0.0)
+    return v
+
+
+@triton.jit
+def _lower(offs_q, seg, HAS_SEQ: tl.constexpr, STRICT: tl.constexpr = False,
+           TRANSPOSED: tl.constexpr = False):
+    """The pairs (i, j) of a chunk's factored tiles, ``i >= j`` (``i > j``: STRICT) and, with
+    HAS_SEQ, ``seg_i == seg_j``; indexed [i, j], or [j, i] (TRANSPOSED)."""
+    if TRANSPOSED:
+        rows, cols = offs_q[None, :], offs_q[:, None]
+    else:
+        rows, cols = offs_q[:, None], offs_q[None, :]
+    if STRICT:
+        pairs = rows > cols
+    else:
+        pairs = rows >= cols
+    if HAS_SEQ:
+        if TRANSPOSED:
+            pairs = pairs & (seg[None, :] == seg[:, None])
+        else:
+            pairs = pairs & (seg[:, None] == seg[None, :])
+    return pairs
 
 
 @triton.jit
 def _dt_grad_factors(PRE: tl.constexpr, dec_ptr, BH, NC, dt_ptr, A_ptr, dtb_ptr, seq_ptr, b64,
                      h, H, T, t, HAS_DT: tl.constexpr, DT_SOFTPLUS: tl.constexpr,
                      HAS_DTB: tl.constexpr, HAS_SEQ: tl.constexpr, CLAMP_C: tl.constexpr):
-    """``(keep, sig)`` of :func:`_chunk_decays` for positions ``t``: from the pre-pass's rows
-    6 and 7, or computed."""
+    """``(keep, sig)`` of :func:`_chunk_decays` for positions ``t``: from the pre-pass's last
+    two rows (:func:`_grad_row0`), or computed."""
     if PRE:
         TP = NC * t.shape[0]
         bh64 = b64 * H + h
-        keep = tl.load(dec_ptr + (6 * BH + bh64) * TP + t)
-        sig = tl.load(dec_ptr + (7 * BH + bh64) * TP + t)
+        r0 = _grad_row0(HAS_SEQ)
+        keep = tl.load(dec_ptr + (r0 * BH + bh64) * TP + t)
+        sig = tl.load(dec_ptr + ((r0 + 1) * BH + bh64) * TP + t)
     else:
         _, _, _, _, _, keep, sig = _chunk_decays(dt_ptr, A_ptr, dtb_ptr, seq_ptr, b64, h, H, T,
                                                  t, HAS_DT, DT_SOFTPLUS, HAS_DTB, HAS_SEQ,
@@ -194,13 +296,16 @@ def _decay_tile(hi, lo, offs_q, TRANSPOSED: tl.constexpr):
 
 
 @triton.jit
-def _factorable(etot_ptr, pid_bh, NC, FAST: tl.constexpr):
-    """Whether every chunk of this program's (b, h) decays by more than FACTOR_MIN (its row of
-    the pre-pass's chunk decays ``etot``): the factored loops' condition. True without FAST
-    (:func:`_runs` then ignores it)."""
+def _factorable(etot_ptr, pid_bh, NC, FAST: tl.constexpr, HAS_SEQ: tl.constexpr = False):
+    """Whether every chunk of this program's (b, h) decays by more than FACTOR_MIN: the
+    factored loops' condition, from the pre-pass's chunk decays (``exp(l_end)``, or with
+    HAS_SEQ the least ``exp(ls_i)`` of each chunk, so that chunks with resets pass).
+    True without FAST (:func:`_runs` then ignores it)."""
     if not FAST:
         return True
     row = etot_ptr + pid_bh.to(tl.int64) * NC
+    if HAS_SEQ:
+        row += 2 * tl.num_programs(1).to(tl.int64) * NC
     offs = tl.arange(0, 1024)
     least = tl.min(tl.load(row + offs, mask=offs < NC, other=1.0), axis=0)
     for c0 in range(1024, NC, 1024):

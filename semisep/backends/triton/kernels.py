@@ -54,7 +54,8 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
-from .decays import _decays_all, _dt_grad_factors, _factorable, _L_tile, _runs, _softplus
+from .decays import (_decays_all, _dt_grad_factors, _factorable, _L_tile, _last_seg, _lower,
+                     _runs, _seg0, _segments, _softplus)
 from .tiles import (_chunk_inputs, _grad_rows, _io_starts, _ld, _load_D, _offsets, _plus_D,
                     _program, _put_grad, _slot, _slot_offset, _st, _start, _state_nt,
                     _state_rows, _state_tile, _state_update, _tile)
@@ -107,7 +108,7 @@ def ssd_fwd_kernel(
     """
     pid_p, pid_bh, b64, h, grp = _program(H, G)
     n_chunks = tl.cdiv(T, Q)
-    factorable = _factorable(etot_ptr, pid_bh, n_chunks, FAST)
+    factorable = _factorable(etot_ptr, pid_bh, n_chunks, FAST, HAS_SEQ)
     # one loop, the launch's FACTORED (F), or with ONE_LAUNCH both (F = 0, 1: the exact and the
     # factored loop), each program running the one its chunk decays pick
     for F in tl.static_range(0 if ONE_LAUNCH else FACTORED, 2 if ONE_LAUNCH else FACTORED + 1):
@@ -141,14 +142,24 @@ def ssd_fwd_kernel(
                     Gm = tl.dot(Ct, tl.trans(Bt), input_precision=PREC)
                 acc = tl.dot(Ct, _state_nt(S, STATE_T).to(dtype), input_precision=PREC)
                 if F:
+                    seg, e_w, _ = _segments(HAS_SEQ, dec_ptr, etot_ptr, tl.num_programs(1),
+                                            n_chunks, c, b64, h, H, t, e_in, e_tot)
                     u = (x.to(tl.float32) * (dtv * inv)[:, None]).to(dtype)
                     if GRAM:
                         W = tl.load(_tile(gl_base + _slot_offset(c, Q * Q, WIDE), offs_q, Q,
                                           offs_q))
+                        if HAS_SEQ:
+                            W = tl.where(_lower(offs_q, seg, HAS_SEQ), W, 0.0)
                     else:
-                        W = tl.where(offs_q[:, None] >= offs_q[None, :], Gm, 0.0).to(dtype)
-                    acc = tl.dot(W, u, acc, input_precision=PREC) * e_in[:, None]
-                    S = _state_update(S, u, Bt, STATE_T, PREC) * e_tot
+                        W = tl.where(_lower(offs_q, seg, HAS_SEQ), Gm, 0.0).to(dtype)
+                    acc = tl.dot(W, u, _seg0(acc, seg, HAS_SEQ), input_precision=PREC)
+                    acc = acc * e_w[:, None]
+                    if HAS_SEQ:
+                        # the leaving state takes the last segment only: the exact loop's step
+                        xd = (x.to(tl.float32) * (dtv * to_end)[:, None]).to(dtype)
+                        S = _state_update(S * e_tot, xd, Bt, STATE_T, PREC)
+                    else:
+                        S = _state_update(S, u, Bt, STATE_T, PREC) * e_tot
                 else:
                     if HAS_DT:
                         xs = (x.to(tl.float32) * dtv[:, None]).to(dtype)
@@ -223,7 +234,7 @@ def ssd_bwd_fwdsweep_kernel(
     WIDE: a (b, h)'s stored states hold 2^31 elements or more."""
     pid_p, pid_bh, b64, h, grp = _program(H, G)
     NC = tl.cdiv(T, Q)
-    factorable = _factorable(etot_ptr, pid_bh, NC, FAST)
+    factorable = _factorable(etot_ptr, pid_bh, NC, FAST, HAS_SEQ)
     # as in ssd_fwd_kernel
     for F in tl.static_range(0 if ONE_LAUNCH else FACTORED, 2 if ONE_LAUNCH else FACTORED + 1):
         if _runs(factorable, FAST, F):
@@ -262,11 +273,19 @@ def ssd_bwd_fwdsweep_kernel(
                     xs = x
                 if F:
                     # L_ij = e_in_i inv_j: with u = xs inv, (G o L) xs = e_in (G_lower u) and
-                    # (M o L) B = e_in ((dy u^T)_lower B)
+                    # (M o L) B = e_in ((dy u^T)_lower B); with segments e_w = exp(ls) for
+                    # e_in, the triangles masked to the segments, and the state's step exact
+                    seg, e_w, _ = _segments(HAS_SEQ, dec_ptr, etot_ptr, tl.num_programs(1), NC,
+                                            c, b64, h, H, t, e_in, e_tot)
                     u = (x.to(tl.float32) * (dtv * inv)[:, None]).to(dtype)
+                    if HAS_SEQ:
+                        us = xs
+                    else:
+                        us = u
                 else:
                     L = _L_tile(hi, lo, e_in, inv, e_tot, offs_q, False, FACTOR)
-                    u = xs   # for _bwd_state_step
+                    us = xs
+                STEP_F: tl.constexpr = F and not HAS_SEQ   # _bwd_state_step's form
                 # The order keeps few fp32 tiles live at once (Triton 3.6, sm_90,
                 # benchmarks/NOTES.md): P and its sums before dy S, whose row sums are taken before
                 # the dC dot accumulates into it; with n <= 64 (NARROW) the state is stored and its
@@ -283,8 +302,9 @@ def ssd_bwd_fwdsweep_kernel(
                     # recompute y (pre-gate) for dz
                     yv = tl.dot(Ct, tl.trans(Sb), input_precision=PREC)
                     if F:
-                        Wl = tl.where(offs_q[:, None] >= offs_q[None, :], Gm, 0.0).to(dtype)
-                        yv = tl.dot(Wl, u, yv, input_precision=PREC) * e_in[:, None]
+                        Wl = tl.where(_lower(offs_q, seg, HAS_SEQ), Gm, 0.0).to(dtype)
+                        yv = tl.dot(Wl, u, _seg0(yv, seg, HAS_SEQ), input_precision=PREC)
+                        yv = yv * e_w[:, None]
                     else:
                         yv = tl.dot((Gm * L).to(dtype), xs, yv * e_in[:, None],
                                     input_precision=PREC)
@@ -298,24 +318,23 @@ def ssd_bwd_fwdsweep_kernel(
                     dyp = dyo
                 dyc = dyp.to(dtype)
                 if NARROW:
-                    S = _bwd_state_step(S, u, to_end, e_tot, Bt, F, PREC)
+                    S = _bwd_state_step(S, us, to_end, e_tot, Bt, STEP_F, PREC)
                 else:
                     _st(st_row0 + _slot_offset(c, P * N, WIDE) + st_loc,
                         S.to(st_ptr.dtype.element_ty), st_mask, EVEN)
                 # P = G o L o M (fp32, strictly lower: the diagonal crosses nothing)
-                strict = offs_q[:, None] > offs_q[None, :]
                 if F:
                     Mu = tl.dot(dyc, tl.trans(u), input_precision=PREC)      # dy_i . xs_j inv_j
-                    Ml = tl.where(offs_q[:, None] >= offs_q[None, :], Mu, 0.0).to(dtype)
+                    Ml = tl.where(_lower(offs_q, seg, HAS_SEQ), Mu, 0.0).to(dtype)
                 else:
                     M = tl.dot(dyc, tl.trans(xs), input_precision=PREC)
                     Ml = (M * L).to(dtype)
                 if HAS_D and not NARROW:
                     dD_acc += tl.sum(dyp * x.to(tl.float32), axis=0)
                 if F:
-                    Pm = tl.where(strict, Gm * Mu, 0.0) * e_in[:, None]
+                    Pm = tl.where(_lower(offs_q, seg, HAS_SEQ, True), Gm * Mu, 0.0) * e_w[:, None]
                 else:
-                    Pm = tl.where(strict, Gm * L * M, 0.0)
+                    Pm = tl.where(offs_q[:, None] > offs_q[None, :], Gm * L * M, 0.0)
                 rowP = tl.sum(Pm, axis=1)
                 colP = tl.sum(Pm, axis=0)
                 dCs = tl.dot(dyc, Sb, input_precision=PREC)          # dy_i S, before e_in
@@ -327,9 +346,10 @@ def ssd_bwd_fwdsweep_kernel(
                     dD_acc += tl.sum(dyp * x.to(tl.float32), axis=0)
                 _st(w_base + t, r1off + rowP - colP, mask_t, EVEN)
                 if not NARROW:
-                    S = _bwd_state_step(S, u, to_end, e_tot, Bt, F, PREC)
+                    S = _bwd_state_step(S, us, to_end, e_tot, Bt, STEP_F, PREC)
                 if F:
-                    dC = tl.dot(Ml, Bt, dCs, input_precision=PREC) * e_in[:, None]
+                    dC = tl.dot(Ml, Bt, _seg0(dCs, seg, HAS_SEQ), input_precision=PREC)
+                    dC = dC * e_w[:, None]
                 else:
                     dC = tl.dot(Ml, Bt, dCs * e_in[:, None], input_precision=PREC)
                 _put_grad(_tile(dC_base, t, dC_rs, offs_n), dC, m_tn, ATOMIC, EVEN)
@@ -381,7 +401,7 @@ def ssd_bwd_revsweep_kernel(
     """
     pid_p, pid_bh, b64, h, grp = _program(H, G)
     NC = tl.cdiv(T, Q)
-    factorable = _factorable(etot_ptr, pid_bh, NC, FAST)
+    factorable = _factorable(etot_ptr, pid_bh, NC, FAST, HAS_SEQ)
     # as in ssd_fwd_kernel
     for F in tl.static_range(0 if ONE_LAUNCH else FACTORED, 2 if ONE_LAUNCH else FACTORED + 1):
         if _runs(factorable, FAST, F):
@@ -446,26 +466,40 @@ def ssd_bwd_revsweep_kernel(
                 # chunk (cross, its bf16 copy) and its update issued, so one fp32 dS is live; then
                 # dx; then the dla / ddt row; dB last.
                 cross = tl.sum(tl.sum(dS * S_in.to(tl.float32), axis=1), axis=0) * e_tot
+                if F:
+                    # with segments e_w = exp(ls) for e_in (module docstring of .decays)
+                    seg, e_w, e_tot_w = _segments(HAS_SEQ, dec_ptr, etot_ptr, tl.num_programs(1),
+                                                  NC, c, b64, h, H, t, e_in, e_tot)
+                else:
+                    e_w = e_in
                 # dy^T diag(e_in) C as dyv^T Cv. E_ON_C: Cv = e_in C, and every dot takes the loaded
                 # dy tile itself, which the pipeliner then copies ahead asynchronously (a computed
                 # operand is loaded where it is used: the loop's longest wait, H200 ncu s7-1)
                 if E_ON_C:
                     dyv = dyc
-                    Cv = (Ct.to(tl.float32) * e_in[:, None]).to(dtype)
+                    Cv = (Ct.to(tl.float32) * e_w[:, None]).to(dtype)
                 else:
-                    dyv = (dyp.to(tl.float32) * e_in[:, None]).to(dtype)
+                    dyv = (dyp.to(tl.float32) * e_w[:, None]).to(dtype)
                     Cv = Ct
                 # dxs = acc * rs (rows scaled once, with dt, for dx)
                 if F:
                     # L_ij = e_in_i inv_j, to_end_j = e_tot inv_j: every term is inv_j times a
                     # product of unscaled tiles and dyv, Cv (one of which carries e_in)
-                    low = offs_q[None, :] >= offs_q[:, None]
-                    dS = dS * e_tot
-                    dSx = dS.to(dtype)
-                    dS = tl.dot(tl.trans(dyv), Cv, dS, input_precision=PREC)
+                    # (with segments: the adjoint carried through the chunk takes dy from
+                    # segment 0, the leaving state's terms the rows of the last one)
+                    low = _lower(offs_q, seg, HAS_SEQ, False, True)
+                    if HAS_SEQ:
+                        dSx = (dS * e_tot_w).to(dtype)
+                        dS = tl.dot(tl.trans(_seg0(dyv, seg, True)), Cv, dS * e_tot,
+                                    input_precision=PREC)
+                    else:
+                        dS = dS * e_tot
+                        dSx = dS.to(dtype)
+                        dS = tl.dot(tl.trans(dyv), Cv, dS, input_precision=PREC)
                     Gt = tl.dot(Bt, tl.trans(Cv), input_precision=PREC)   # Gt[j, i] = Cv_i . B_j
                     WG = tl.where(low, Gt, 0.0).to(dtype)
-                    st = tl.dot(Bt, tl.trans(dSx), input_precision=PREC)
+                    st = _last_seg(tl.dot(Bt, tl.trans(dSx), input_precision=PREC), to_end,
+                                   HAS_SEQ)
                     rs = inv
                     r2off = tl.sum(xf * st, axis=1) * (dtv * rs)
                     acc = tl.dot(WG, dyv, st, input_precision=PREC)
@@ -503,8 +537,8 @@ def ssd_bwd_revsweep_kernel(
                     ddt = dla
                 _st(ddt_base + t * H, ddt, mask_t, EVEN)
                 if F:
-                    dB = tl.dot(WM, Cv, tl.dot(xs, dSx, input_precision=PREC),
-                                input_precision=PREC) * inv[:, None]
+                    dB = tl.dot(WM, Cv, _last_seg(tl.dot(xs, dSx, input_precision=PREC), to_end,
+                                                  HAS_SEQ), input_precision=PREC) * inv[:, None]
                 else:
                     dB = tl.dot(WM, Ct, tl.dot(xs, dSx, input_precision=PREC) * to_end[:, None],
                                 input_precision=PREC)

@@ -130,17 +130,25 @@ def _gram_tiles(B, C, Q, opts, T, ak):
     return gl
 
 
+def _dec_rows(has_seq, grad_rows):
+    """The rows of the pre-pass's ``dec`` (:func:`.decays.ssd_decays_kernel`): 6, the two
+    segment rows with ``seq_idx``, the backward's two with ``grad_rows``."""
+    return 6 + 2 * has_seq + 2 * grad_rows
+
+
 def _pre_decays(pre, opts, dtla, A, dt_bias, seq_idx, Q, d, ak):
     """The decay arrays of :func:`.decays.ssd_decays_kernel` (or dummies when not ``pre``):
-    rows 6-7, which only the backward reads, where ``opts`` has ``GRAD_ROWS``; ``d`` the dummy
-    tensor for absent arguments, ``ak`` the call's fastlaunch argument key."""
+    the rows only the backward reads where ``opts`` has ``GRAD_ROWS``, the segments' rows and
+    chunk decays with ``seq_idx``; ``d`` the dummy tensor for absent arguments, ``ak`` the
+    call's fastlaunch argument key."""
     if not pre:
         return d.float(), d.float()
     b, T, h = dtla.shape
     nc = _cdiv(T, Q)
-    dec = torch.empty(8 if opts.kwargs["GRAD_ROWS"] else 6, b * h, nc * Q, device=dtla.device,
-                      dtype=torch.float32)
-    etot = torch.empty(b * h, nc, device=dtla.device, dtype=torch.float32)
+    has_seq = seq_idx is not None
+    dec = torch.empty(_dec_rows(has_seq, opts.kwargs["GRAD_ROWS"]), b * h, nc * Q,
+                      device=dtla.device, dtype=torch.float32)
+    etot = torch.empty(1 + 2 * has_seq, b * h, nc, device=dtla.device, dtype=torch.float32)
     launch(
         ssd_decays_kernel, (nc, b * h),
         dtla, A if A is not None else d, dt_bias if dt_bias is not None else d,
@@ -208,7 +216,8 @@ def _sweeps_bwd(dy, dhT, x, dtla, A, B, C, D, z, dt_bias, h0, seq_idx, has_dt, d
     o = lambda t: t if t is not None else d  # noqa: E731
     with _device_ctx(x):
         if T > 0:
-            if pre and decays is not None and decays[0] == Q and decays[1].shape[0] == 8:
+            if (pre and decays is not None and decays[0] == Q
+                    and decays[1].shape[0] == _dec_rows(seq_idx is not None, True)):
                 dec, etot = decays[1:]
             else:
                 dec, etot = _pre_decays(pre, dec_opts, dtla, A, dt_bias, seq_idx, Q, d, ak)
