@@ -19,8 +19,12 @@ the addressing and tile helpers are in :mod:`.tiles`.
 Factored loops: where every chunk of a (batch, head) decays by more than ``decays.FACTOR_MIN``
 (2^-64), ``L = diag(exp(l)) 1_lower diag(exp(-l))`` and ``exp(l_end - l) = exp(l_end) exp(-l)``
 are products of fp32 normals, so each sweep scales its operands by ``exp(-l)`` / ``exp(l)`` once
-and masks ``G`` or ``M`` to the lower triangle instead of forming a Q x Q decay tile. The other
-(batch, head) pairs (resets, extreme decays, float16 inputs) run the exact loop. Each sweep is
+and masks ``G`` or ``M`` to the lower triangle instead of forming a Q x Q decay tile. With
+``seq_idx`` (HAS_SEQ) the same holds per segment of a chunk (:mod:`.decays`): the decays
+restart at each reset, the triangles are masked to pairs of one segment, the entering state
+reaches the first segment and the leaving one takes the last (whose step is the exact loop's),
+so packed sequences keep the factored loops. The other (batch, head) pairs (resets without
+``seq_idx``, extreme decays, float16 inputs) run the exact loop. Each sweep is
 launched once per loop kind and a program runs in the launch its chunk decays pick
 (:func:`.decays._runs`), or (``ONE_LAUNCH``, the default for small calls,
 :func:`.config._launches`) once with both loops, each program running the one its chunk
