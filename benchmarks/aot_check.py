@@ -6,7 +6,8 @@ python benchmarks/aot_check.py [BP=64 BN=64 Q=64 num_warps=4 num_stages=2 dtype=
 
 ``full=1`` turns every optional feature on (dt_bias, softplus, D per p, z, seq_idx, initial and
 final state gradients) and adds the decode and pre-pass kernels; an upper-case key sets one flag;
-``loops=N`` lists every loop of N or more instructions (a kernel with ``ONE_LAUNCH`` has two).
+``loops=N`` lists every loop of N or more instructions (a kernel with ``ONE_LAUNCH`` has two),
+``mix=1`` with each one's spill (LDL, STL), shared-memory, async-copy and barrier counts.
 Run it under the Triton of the device (3.6) to catch front-end errors before a device call.
 Every run compiles afresh, in a temporary ``TRITON_CACHE_DIR`` unless one is set: an entry of
 the shared cache can hold a kernel that no longer matches its source (2026-12-01: a one-launch
@@ -132,21 +133,29 @@ def loop_report(cubin, top=12):
         m = re.search(r"BRA\s+0x([0-9a-f]+)", txt)
         if m and int(m.group(1), 16) < a:
             tgt = int(m.group(1), 16)
-            loops.append(sum(1 for b, _ in ins if tgt <= b <= a))
+            loops.append((sum(1 for b, _ in ins if tgt <= b <= a), tgt, a))
             if best is None or a - tgt > best[1] - best[0]:
                 best = (tgt, a)
     if best is None:
         return "no loop"
+
+    def opcodes(lo, hi):
+        return collections.Counter(re.sub(r"^@!?U?P[T\d]+\s+", "", t).split()[0].split(".")[0]
+                                   for a, t in ins if lo <= a <= hi)
+
     if opts.get("loops"):
-        print(f"    loops of {opts['loops']}+ instructions:",
-              sorted((k for k in loops if k >= opts["loops"]), reverse=True))
+        big = sorted((k for k in loops if k[0] >= opts["loops"]), reverse=True)
+        print(f"    loops of {opts['loops']}+ instructions:", [k[0] for k in big])
+        if opts.get("mix"):     # each one's local-memory and shared-memory traffic, barriers
+            for n, lo, hi in big:
+                ops = opcodes(lo, hi)
+                print(f"      {n}:", {k: ops.get(k, 0) for k in
+                                      ("LDL", "STL", "LDS", "STS", "LDGSTS", "BSSY", "BAR")})
     body = [t for a, t in ins if best[0] <= a <= best[1]]
     if opts.get("dump"):
         with open(opts["dump"], "w") as f:
             f.write("\n".join(body))
-    ops = collections.Counter(re.sub(r"^@!?U?P[T\d]+\s+", "", t).split()[0].split(".")[0]
-                              for t in body)
-    return f"loop={len(body)} instr {ops.most_common(top)}"
+    return f"loop={len(body)} instr {opcodes(*best).most_common(top)}"
 
 
 ints = {"T", "H", "G", "P", "N", "NPB", "HPP"}

@@ -70,3 +70,20 @@ def test_launch_plans_are_bounded(monkeypatch):
         assert L._plan(lambda t: built.append(t) or t, T) == T
         assert len(L._PLANS) <= 2
     assert built == [1, 2, 3, 1]        # 1 was dropped when 3 came in
+
+
+def test_exact_loop_stages_reach_every_sweep(monkeypatch):
+    """``EXACT_STAGES`` (a field of SEMISEP_TRITON_FWD / _BWD) reaches the forward and both
+    backward sweeps, 0 (the launch's stages) when unset; the loop takes it for its exact kind
+    only (kernels._stages)."""
+    from semisep.backends.triton import kernels as K
+    monkeypatch.setenv("SEMISEP_TRITON_FWD", "EXACT_STAGES=1")
+    monkeypatch.setenv("SEMISEP_TRITON_BWD", "EXACT_STAGES=2")
+    args = (1, 256, 2, 16, 1, 16, torch.float32, False, False, False, None, False, False, True)
+    fwd = L._fwd_plan(*args, -1, True)[-1]
+    _, _, _, _, _, fsweep, rsweep = L._bwd_plan(*args, False, False, -1, True)
+    assert [o.kwargs["EXACT_STAGES"] for o in fwd] == [1] * len(fwd)
+    assert [o.kwargs["EXACT_STAGES"] for o in fsweep + rsweep] == [2] * len(fsweep + rsweep)
+    monkeypatch.delenv("SEMISEP_TRITON_FWD")
+    assert all(o.kwargs["EXACT_STAGES"] == 0 for o in L._fwd_plan(*args, -1, True)[-1])
+    assert (K._stages(0, 1), K._stages(1, 1), K._stages(0, 0)) == (1, None, None)

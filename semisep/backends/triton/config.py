@@ -76,7 +76,9 @@ def pick_config(p: int, n: int, chunk_size: Optional[int], dtype, kind: str = "f
     state carried as (n, p), see
     :func:`kernels.ssd_fwd_kernel`; the default for n <= 64 and for p in blocks under 64), for
     the backward ``fwd_sweep_stages`` (``num_stages`` is the reverse sweep's) and ``E_ON_C``
-    (:func:`kernels.ssd_bwd_revsweep_kernel`). The launchers call it when they build a launch
+    (:func:`kernels.ssd_bwd_revsweep_kernel`), for both ``EXACT_STAGES`` (the exact loop's
+    pipeline stages, e.g. ``1`` beside a one-launch kernel's factored loop,
+    :func:`kernels._stages`). The launchers call it when they build a launch
     plan (:func:`.launch._plan`), not per call.
     """
     variable = "SEMISEP_TRITON_FWD" if kind == "fwd" else "SEMISEP_TRITON_BWD"

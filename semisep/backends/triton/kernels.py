@@ -73,6 +73,15 @@ def _kahan_add(total, err, v):
     return t, (t - total) - y
 
 
+@triton.constexpr_function
+def _stages(F, EXACT_STAGES):
+    """The chunk loop's pipeline stages: the launch's (None), or for the exact loop (F = 0)
+    ``EXACT_STAGES`` where it is set (not 0). An experiment (``SEMISEP_TRITON_FWD`` / ``_BWD``
+    field): in a one-launch sweep the exact loop's pipelining costs the factored loop shared
+    memory loads and spills (Triton 3.6 proxy, benchmarks/NOTES.md s10)."""
+    return EXACT_STAGES if F == 0 and EXACT_STAGES else None
+
+
 @triton.jit
 def ssd_fwd_kernel(
     x_ptr, dt_ptr, A_ptr, dtb_ptr, B_ptr, C_ptr, D_ptr, z_ptr, h0_ptr, seq_ptr,
@@ -87,6 +96,7 @@ def ssd_fwd_kernel(
     FAST: tl.constexpr = False, FACTORED: tl.constexpr = False, EVEN: tl.constexpr = False,
     UNROLL: tl.constexpr = 1, STATE_T: tl.constexpr = True, GRAM: tl.constexpr = False,
     WIDE: tl.constexpr = False, ONE_LAUNCH: tl.constexpr = False,
+    EXACT_STAGES: tl.constexpr = 0,
 ):
     """The forward sweep. UNROLL: chunks per loop iteration (an experiment: more independent
     work in view of the scheduler, benchmarks/NOTES.md).
@@ -135,7 +145,8 @@ def ssd_fwd_kernel(
             if GRAM:
                 gl_base = gl_ptr + (b64 * G + grp) * n_chunks * (Q * Q)
 
-            for c in tl.range(0, n_chunks, loop_unroll_factor=UNROLL):
+            for c in tl.range(0, n_chunks, loop_unroll_factor=UNROLL,
+                              num_stages=_stages(F, EXACT_STAGES)):
                 t = c * Q + offs_q.to(tl.int64)
                 dtv, hi, lo, e_in, to_end, e_tot, inv = _decays_all(
                     PRE, dec_ptr, etot_ptr, tl.num_programs(1), n_chunks, c, dt_ptr, A_ptr, dtb_ptr,
@@ -230,6 +241,7 @@ def ssd_bwd_fwdsweep_kernel(
     CLAMP_C: tl.constexpr, PRE: tl.constexpr = False, FACTOR: tl.constexpr = True,
     ATOMIC: tl.constexpr = False, FAST: tl.constexpr = False, FACTORED: tl.constexpr = False,
     EVEN: tl.constexpr = False, WIDE: tl.constexpr = False, ONE_LAUNCH: tl.constexpr = False,
+    EXACT_STAGES: tl.constexpr = 0,
 ):
     """Forward sweep of the backward: dC and dD (partials, or added in place with ATOMIC), dz,
     ``w = r1off + rowP - colP`` (module docstring), and the state entering each chunk (for
@@ -263,7 +275,7 @@ def ssd_bwd_fwdsweep_kernel(
                 Dv = _load_D(D_ptr, h, P, offs_p, D_PER_P)
                 dD_acc = tl.zeros((BP,), dtype=tl.float32)
 
-            for c in range(0, NC):
+            for c in tl.range(0, NC, num_stages=_stages(F, EXACT_STAGES)):
                 t = c * Q + offs_q.to(tl.int64)
                 dtv, hi, lo, e_in, to_end, e_tot, inv = _decays_all(
                     PRE, dec_ptr, etot_ptr, tl.num_programs(1), NC, c, dt_ptr, A_ptr, dtb_ptr,
@@ -383,7 +395,7 @@ def ssd_bwd_revsweep_kernel(
     CLAMP_C: tl.constexpr, PRE: tl.constexpr = False, FACTOR: tl.constexpr = True,
     ATOMIC: tl.constexpr = False, FAST: tl.constexpr = False, FACTORED: tl.constexpr = False,
     EVEN: tl.constexpr = False, WIDE: tl.constexpr = False, E_ON_C: tl.constexpr = False,
-    ONE_LAUNCH: tl.constexpr = False,
+    ONE_LAUNCH: tl.constexpr = False, EXACT_STAGES: tl.constexpr = 0,
 ):
     """dx, dB, d h0 and the gradient of the raw dt (or log_a), each partial over p-blocks.
     FAST, FACTORED, ONE_LAUNCH, WIDE: as in :func:`ssd_bwd_fwdsweep_kernel`; E_ON_C: the chunk
@@ -436,7 +448,7 @@ def ssd_bwd_revsweep_kernel(
             if HAS_D:
                 Dv = _load_D(D_ptr, h, P, offs_p, D_PER_P)
 
-            for i in range(0, NC):
+            for i in tl.range(0, NC, num_stages=_stages(F, EXACT_STAGES)):
                 c = NC - 1 - i
                 t = c * Q + offs_q.to(tl.int64)
                 dtv, hi, lo, e_in, to_end, e_tot, inv = _decays_all(

@@ -74,7 +74,8 @@ def _fwd_plan(b, T, h, p, g, n, dtype, has_dt, dt_softplus, has_dtb, D_dim, has_
         CLAMP_C=CLAMP, PRE=pre, FACTOR=_factor("fwd"), FAST=fast, FACTORED=factored,
         ONE_LAUNCH=one, EVEN=_even(cfg, T, p, n), UNROLL=cfg.get("UNROLL", 1),
         STATE_T=bool(cfg["STATE_T"]), GRAM=gram and (factored or one),
-        WIDE=gram and _wide(_cdiv(T, Q) * Q ** 2), **_launch_opts(cfg))
+        WIDE=gram and _wide(_cdiv(T, Q) * Q ** 2), EXACT_STAGES=cfg.get("EXACT_STAGES", 0),
+        **_launch_opts(cfg))
         for factored, one in _launches(fast, b * h * T * cfg["BN"])]
     return Q, (_cdiv(p, cfg["BP"]), b * h), pre, dec_opts, gram_opts, fwd_opts
 
@@ -169,7 +170,8 @@ def _bwd_plan(b, T, h, p, g, n, dtype, has_dt, dt_softplus, has_dtb, D_dim, has_
     flags = dict(head, HAS_D=D_dim is not None, D_PER_P=D_dim == 2, HAS_Z=has_z,
                  HAS_SEQ=has_seq, Q=Q, BP=BP, BN=cfg["BN"], PREC=_prec(dtype), CLAMP_C=CLAMP,
                  EVEN=_even(cfg, T, p, n), WIDE=_wide(_cdiv(T, Q) * p * n), PRE=pre,
-                 FACTOR=_factor("bwd"), ATOMIC=atomic, FAST=fast)
+                 FACTOR=_factor("bwd"), ATOMIC=atomic, FAST=fast,
+                 EXACT_STAGES=cfg.get("EXACT_STAGES", 0))
     dec_opts = Options(**head, HAS_SEQ=has_seq, Q=Q, CLAMP_C=CLAMP, GRAD_ROWS=True)
     fwd_opts = [Options(**flags, HAS_H0=has_h0, FACTORED=factored, ONE_LAUNCH=one,
                         **_launch_opts(dict(cfg, num_stages=cfg["fwd_sweep_stages"])))
