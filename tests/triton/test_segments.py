@@ -7,9 +7,9 @@ into segments; with ``seq_idx`` the factored loops run on the decays within each
 loops.
 """
 
-import contextlib
 import math
 import os
+from unittest import mock
 
 import pytest
 import torch
@@ -27,21 +27,6 @@ def rel(a, b):
     a, b = a.double(), b.double()
     assert torch.isfinite(a).all()
     return ((a - b).norm() / b.norm().clamp_min(1e-300)).item()
-
-
-@contextlib.contextmanager
-def env(**values):
-    """Environment knobs inside a hypothesis example (no function-scoped fixture there)."""
-    old = {k: os.environ.get(k) for k in values}
-    os.environ.update({k: v for k, v in values.items() if v is not None})
-    try:
-        yield
-    finally:
-        for k, v in old.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
 
 
 def packed_seq(draw_lengths, b, T):
@@ -184,7 +169,7 @@ def test_packed_sequences_forward_backward(T, use_dt, one, lengths, strong_head,
         kw = {}
     ins.update(B=B, C=C, D=D, z=z, initial_state=h0)
     ins = {k: v.clone().requires_grad_(True) for k, v in ins.items()}
-    with env(SEMISEP_TRITON_ONE_LAUNCH=one):
+    with mock.patch.dict(os.environ, SEMISEP_TRITON_ONE_LAUNCH=one):   # no fixture in @given
         y, hT = ssd(**ins, **kw, seq_idx=seq, chunk_size=Q, return_final_state=True)
         gy = torch.randn(y.shape, generator=gen)
         gs = torch.randn(hT.shape, generator=gen)
@@ -208,7 +193,7 @@ def test_packed_sequences_match_the_exact_loops(fast):
     ins = [torch.randn(b, T, h, p, generator=gen), -torch.rand(b, T, h, generator=gen),
            torch.randn(b, T, g, n, generator=gen), torch.randn(b, T, g, n, generator=gen)]
     ins = [t.requires_grad_(True) for t in ins]
-    with env(SEMISEP_TRITON_FAST=fast):
+    with mock.patch.dict(os.environ, SEMISEP_TRITON_FAST=fast):
         y = ssd(*ins, seq_idx=seq, chunk_size=16)
         got = torch.autograd.grad(y.square().sum(), ins)
     yr, _ = naive.ssd_reference(*ins, seq_idx=seq)

@@ -62,16 +62,20 @@ def test_default_blocks_of_wide_heads(p, n):
         assert rel(a, w) < 2e-5, nm
 
 
+@pytest.mark.parametrize("packed", [False, True])
 @pytest.mark.parametrize("gram,n", [("1", 16), ("0", 16), (None, 80)])
-def test_forward_shared_gram_tiles(monkeypatch, gram, n):
+def test_forward_shared_gram_tiles(monkeypatch, gram, n, packed):
     # GRAM: the heads of a group load lower(C B^T) of each chunk from one precomputed tile
-    # (the default for n > 64); partial last chunk, resets (those programs take the exact loop)
+    # (the default for n > 64); partial last chunk, resets (those programs take the exact loop,
+    # or with seq_idx the segmented factored one, which masks the loaded tile to its segments)
     if gram is not None:
         monkeypatch.setenv("SEMISEP_TRITON_GRAM", gram)
     d = make(T=53, h=4, g=2, n=n, seed=3)
-    y, hT = ssd(d["x"], d["la"], d["B"], d["C"], initial_state=d["h0"], chunk_size=16,
-                return_final_state=True)
-    yr, sr = naive.ssd_reference(d["x"], d["la"], d["B"], d["C"], initial_state=d["h0"])
+    seq = (torch.arange(53) // 7)[None].expand(2, 53).contiguous() if packed else None
+    y, hT = ssd(d["x"], d["la"], d["B"], d["C"], initial_state=d["h0"], seq_idx=seq,
+                chunk_size=16, return_final_state=True)
+    yr, sr = naive.ssd_reference(d["x"], d["la"], d["B"], d["C"], initial_state=d["h0"],
+                                 seq_idx=seq)
     assert rel(y, yr) < 1e-5 and rel(hT, sr) < 1e-5
 
 

@@ -299,8 +299,9 @@ def _decay_tile(hi, lo, offs_q, TRANSPOSED: tl.constexpr):
 def _factorable(etot_ptr, pid_bh, NC, FAST: tl.constexpr, HAS_SEQ: tl.constexpr = False):
     """Whether every chunk of this program's (b, h) decays by more than FACTOR_MIN: the
     factored loops' condition, from the pre-pass's chunk decays (``exp(l_end)``, or with
-    HAS_SEQ the least ``exp(ls_i)`` of each chunk, so that chunks with resets pass).
-    True without FAST (:func:`_runs` then ignores it)."""
+    HAS_SEQ the least ``exp(ls_i)`` of each chunk, so that chunks with resets pass; the
+    sweeps' grid, axis 1 = b * h, locates that row). True without FAST (:func:`_runs` then
+    ignores it)."""
     if not FAST:
         return True
     row = etot_ptr + pid_bh.to(tl.int64) * NC
