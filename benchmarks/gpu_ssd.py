@@ -371,27 +371,29 @@ def checks(results, quick=False, late=False):
                max(rel(a, c) for a, c in zip(got, ref)), 0.0)
 
     # 8. SEMISEP_TRITON_ONE_LAUNCH=1 (both loops in one launch per kernel) == a launch per loop
-    # kind: batch entry 0 with resets (the exact loop), entry 1 without (the factored loop)
+    # kind: batch entry 0 with a reset (dt A below -128 at one step: the exact loop), entry 1
+    # without (the factored loop); and packed sequences (the segmented factored loops)
     for T in (300, 512):
         x, dt, A, B, C, D = make_inputs(2, T, 8, 64, 2, 64, torch.bfloat16, seed=7)
-        seq = torch.stack([torch.arange(T, device="cuda") // 200,
-                           torch.zeros(T, device="cuda", dtype=torch.int64)]).to(torch.int32)
+        dt[0, T // 2] = 200.0
+        packed = (torch.arange(T, device="cuda", dtype=torch.int32) // 200).expand(2, T)
         ins = [t.detach().clone().requires_grad_(True) for t in (x, dt, B, C)]
 
-        def run_one(env):
+        def run_one(env, seq):
             os.environ["SEMISEP_TRITON_ONE_LAUNCH"] = env
             xi, dti, Bi, Ci = ins
             y = ssd(xi, None, Bi, Ci, dt=dti, A=A, D=D, seq_idx=seq)
             return (y,) + torch.autograd.grad(y.float().square().sum(), ins)
 
-        torch.use_deterministic_algorithms(True)
-        try:
-            two, one = run_one("0"), run_one("1")
-        finally:
-            torch.use_deterministic_algorithms(False)
-            os.environ.pop("SEMISEP_TRITON_ONE_LAUNCH", None)
-        report(f"one launch == two launches, T={T}",
-               max(rel(a, c) for a, c in zip(one, two)), 1e-5)
+        for name, seq in (("a reset", None), ("packed", packed.contiguous())):
+            torch.use_deterministic_algorithms(True)
+            try:
+                two, one = run_one("0", seq), run_one("1", seq)
+            finally:
+                torch.use_deterministic_algorithms(False)
+                os.environ.pop("SEMISEP_TRITON_ONE_LAUNCH", None)
+            report(f"one launch == two launches, {name}, T={T}",
+                   max(rel(a, c) for a, c in zip(one, two)), 1e-5)
     results["checks_ok"] = ok
     return ok
 

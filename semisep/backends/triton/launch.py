@@ -65,7 +65,7 @@ def _fwd_plan(b, T, h, p, g, n, dtype, has_dt, dt_softplus, has_dtb, D_dim, has_
     fast = _fast(dtype, pre)
     gram = fast and _gram(h, g, n)
     flags = dict(HAS_DT=has_dt, DT_SOFTPLUS=dt_softplus, HAS_DTB=has_dtb)
-    dec_opts = Options(**flags, HAS_SEQ=has_seq, Q=Q, CLAMP_C=CLAMP, GRAD_ROWS=for_grad)
+    dec_opts = _dec_options(flags, has_seq, Q, for_grad)
     gram_opts = Options(Q=Q, BN=cfg["BN"], PREC=_prec(dtype),
                         **_launch_opts(dict(cfg, num_stages=1))) if gram else None
     fwd_opts = [Options(
@@ -99,10 +99,7 @@ def _fwd(x, dtla, A, B, C, D, z, dt_bias, h0, seq_idx, has_dt, dt_softplus, chun
         None if D is None else D.dim(), z is not None, h0 is not None, seq_idx is not None,
         chunk_size, for_grad)
     # B, C share x's dtype inside the dots
-    if B.dtype != x.dtype:
-        B, C = B.to(x.dtype), C.to(x.dtype)
-    elif C.dtype != x.dtype:
-        C = C.to(x.dtype)
+    B, C = _as(B, x.dtype), _as(C, x.dtype)
     d = _dummy(x)
     with _device_ctx(x):
         # the pre-pass first: the outputs are allocated while it runs
@@ -135,6 +132,12 @@ def _dec_rows(has_seq, grad_rows):
     """The rows of the pre-pass's ``dec`` (:func:`.decays.ssd_decays_kernel`): 6, the two
     segment rows with ``seq_idx``, the backward's two with ``grad_rows``."""
     return 6 + 2 * has_seq + 2 * grad_rows
+
+
+def _dec_options(flags, has_seq, Q, grad_rows):
+    """The pre-pass's :class:`.fastlaunch.Options`: the dt flags, seq_idx, the chunk size,
+    and whether it writes the rows only the backward reads."""
+    return Options(**flags, HAS_SEQ=has_seq, Q=Q, CLAMP_C=CLAMP, GRAD_ROWS=grad_rows)
 
 
 def _pre_decays(pre, opts, dtla, A, dt_bias, seq_idx, Q, d, ak):
@@ -172,7 +175,7 @@ def _bwd_plan(b, T, h, p, g, n, dtype, has_dt, dt_softplus, has_dtb, D_dim, has_
                  EVEN=_even(cfg, T, p, n), WIDE=_wide(_cdiv(T, Q) * p * n), PRE=pre,
                  FACTOR=_factor("bwd"), ATOMIC=atomic, FAST=fast,
                  EXACT_STAGES=cfg.get("EXACT_STAGES", 0))
-    dec_opts = Options(**head, HAS_SEQ=has_seq, Q=Q, CLAMP_C=CLAMP, GRAD_ROWS=True)
+    dec_opts = _dec_options(head, has_seq, Q, True)
     fwd_opts = [Options(**flags, HAS_H0=has_h0, FACTORED=factored, ONE_LAUNCH=one,
                         **_launch_opts(dict(cfg, num_stages=cfg["fwd_sweep_stages"])))
                 for factored, one in launches]
@@ -191,8 +194,7 @@ def _sweeps_bwd(dy, dhT, x, dtla, A, B, C, D, z, dt_bias, h0, seq_idx, has_dt, d
     is time the GPU idles after the forward where that is short (T <= 4K, H200 s8)."""
     b, T, h, p = x.shape
     g, n = B.shape[2], B.shape[3]
-    Bx = B if B.dtype == x.dtype else B.to(x.dtype)
-    Cx = C if C.dtype == x.dtype else C.to(x.dtype)
+    Bx, Cx = _as(B, x.dtype), _as(C, x.dtype)
     # autograd hands broadcast gradients (stride 0, e.g. of hT.sum()) to the kernels'
     # contiguous addressing: materialize them
     dy = dy.contiguous()
