@@ -209,7 +209,7 @@ def _segments(HAS_SEQ: tl.constexpr, dec_ptr, etot_ptr, BH, NC, c, b64, h, H, t,
     HAS_SEQ from the pre-pass, the resets at or before each position, ``exp(ls)`` and
     ``exp(ls_end)`` (module docstring), with which the loop masks its lower triangles to
     ``seg_i == seg_j`` (:func:`_lower`), the entering state to segment 0 (:func:`_seg0`) and
-    the leaving one to the last segment (:func:`_last_seg`); else ``(e_in, e_in, e_tot)``
+    the leaving one to the last segment (:func:`_leaving`); else ``(e_in, e_in, e_tot)``
     (``seg`` unused)."""
     if HAS_SEQ:
         bh64 = b64 * H + h
@@ -234,11 +234,11 @@ def _seg0(v, seg, HAS_SEQ: tl.constexpr):
 
 
 @triton.jit
-def _last_seg(v, to_end, HAS_SEQ: tl.constexpr):
-    """The rows of ``v`` in the chunk's last segment (``exp(l_end - l_j) > 0``: no reset after
-    j), the others 0 (HAS_SEQ); else ``v``."""
+def _leaving(v, to_end, e_tot_w, HAS_SEQ: tl.constexpr):
+    """The rows of ``v`` (one per position) in the chunk's last segment (``exp(l_end - l_j) >
+    0``: no reset after j) times ``e_tot_w``, the others 0 (HAS_SEQ); else ``v``."""
     if HAS_SEQ:
-        v = tl.where((to_end > 0.0)[:, None], v, 0.0)
+        v = v * tl.where(to_end > 0.0, e_tot_w, 0.0)[:, None]
     return v
 
 

@@ -58,7 +58,7 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
-from .decays import (_decays_all, _dt_grad_factors, _factorable, _L_tile, _last_seg, _lower,
+from .decays import (_decays_all, _dt_grad_factors, _factorable, _L_tile, _leaving, _lower,
                      _runs, _seg0, _segments, _softplus)
 from .tiles import (_chunk_inputs, _grad_rows, _io_starts, _ld, _load_D, _offsets, _plus_D,
                     _program, _put_grad, _slot, _slot_offset, _st, _start, _state_nt,
@@ -502,10 +502,11 @@ def ssd_bwd_revsweep_kernel(
                     # L_ij = e_in_i inv_j, to_end_j = e_tot inv_j: every term is inv_j times a
                     # product of unscaled tiles and dyv, Cv (one of which carries e_in)
                     # (with segments: the adjoint carried through the chunk takes dy from
-                    # segment 0, the leaving state's terms the rows of the last one)
+                    # segment 0; the leaving state's terms, from the unscaled adjoint, the rows
+                    # of the last segment times exp(ls_end))
                     low = _lower(offs_q, seg, HAS_SEQ, False, True)
                     if HAS_SEQ:
-                        dSx = (dS * e_tot_w).to(dtype)
+                        dSx = dS.to(dtype)
                         dS = tl.dot(tl.trans(_seg0(dyv, seg, True)), Cv, dS * e_tot,
                                     input_precision=PREC)
                     else:
@@ -514,8 +515,8 @@ def ssd_bwd_revsweep_kernel(
                         dS = tl.dot(tl.trans(dyv), Cv, dS, input_precision=PREC)
                     Gt = tl.dot(Bt, tl.trans(Cv), input_precision=PREC)   # Gt[j, i] = Cv_i . B_j
                     WG = tl.where(low, Gt, 0.0).to(dtype)
-                    st = _last_seg(tl.dot(Bt, tl.trans(dSx), input_precision=PREC), to_end,
-                                   HAS_SEQ)
+                    st = _leaving(tl.dot(Bt, tl.trans(dSx), input_precision=PREC), to_end,
+                                  e_tot_w, HAS_SEQ)
                     rs = inv
                     r2off = tl.sum(xf * st, axis=1) * (dtv * rs)
                     acc = tl.dot(WG, dyv, st, input_precision=PREC)
@@ -553,8 +554,9 @@ def ssd_bwd_revsweep_kernel(
                     ddt = dla
                 _st(ddt_base + t * H, ddt, mask_t, EVEN)
                 if F:
-                    dB = tl.dot(WM, Cv, _last_seg(tl.dot(xs, dSx, input_precision=PREC), to_end,
-                                                  HAS_SEQ), input_precision=PREC) * inv[:, None]
+                    dB = tl.dot(WM, Cv, _leaving(tl.dot(xs, dSx, input_precision=PREC), to_end,
+                                                 e_tot_w, HAS_SEQ), input_precision=PREC)
+                    dB = dB * inv[:, None]
                 else:
                     dB = tl.dot(WM, Ct, tl.dot(xs, dSx, input_precision=PREC) * to_end[:, None],
                                 input_precision=PREC)
