@@ -84,7 +84,8 @@ kernels = {
 }
 if opts.get("full"):
     kernels["decays"] = (decays.ssd_decays_kernel,
-                         dict(dt_ptr=F, A_ptr=F, dtb_ptr=F, seq_ptr="*i32", dec_ptr=F, etot_ptr=F), {})
+                         dict(dt_ptr=F, A_ptr=F, dtb_ptr=F, seq_ptr="*i32", dec_ptr=F, etot_ptr=F),
+                         dict(HB=8))
     kernels["gram"] = (K.ssd_gram_kernel, dict(B_ptr=P, C_ptr=P, gl_ptr=P), {})
     kernels["decode"] = (K.ssd_decode_kernel,
                          dict(state_ptr=F, x_ptr=P, dt_ptr=F, A_ptr=F, dtb_ptr=F, B_ptr=P, C_ptr=P,

@@ -118,7 +118,8 @@ def sections(T, b=8, h=32, p=64, g=1, n=64):
 
     pre_args = (dt, A, dt, dt, dec, etot, T, h)
     pre_kw = dict(HAS_DT=True, DT_SOFTPLUS=False, HAS_DTB=False, HAS_SEQ=False, Q=64,
-                  CLAMP_C=decays.CLAMP, GRAD_ROWS=True)
+                  CLAMP_C=decays.CLAMP, HB=launch._prepass_heads(h), GRAD_ROWS=True)
+    pre_grid = (nc, b * h // pre_kw["HB"])
     pieces = {
         "fwd+bwd": lambda: torch.autograd.grad(ssd(xg, None, Bg, Cg, dt=dtg, A=A, D=D),
                                                (xg, dtg, Bg, Cg), gy),
@@ -134,9 +135,9 @@ def sections(T, b=8, h=32, p=64, g=1, n=64):
             gy, None, x, dt, A, B, C, D, None, None, None, None, True, False, -1, False, False),
         "Nothing Function fwd+grad (6 inputs)": lambda: torch.autograd.grad(
             NothingFunction.apply(xg, dtg, A, Bg, Cg, D), (xg, dtg, Bg, Cg), gy, allow_unused=True),
-        "one pre-pass launch, Triton's": lambda: decays.ssd_decays_kernel[(nc, b * h)](
+        "one pre-pass launch, Triton's": lambda: decays.ssd_decays_kernel[pre_grid](
             *pre_args, **pre_kw),
-        "one pre-pass launch, fastlaunch": lambda: fast(decays.ssd_decays_kernel, (nc, b * h),
+        "one pre-pass launch, fastlaunch": lambda: fast(decays.ssd_decays_kernel, pre_grid,
                                                         *pre_args, **pre_kw),
         "torch.empty x 10": lambda: [torch.empty(b, h, T, device="cuda") for _ in range(10)],
         "torch.zeros x 10": lambda: [torch.zeros(b, h, T, device="cuda") for _ in range(10)],

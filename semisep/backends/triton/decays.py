@@ -45,7 +45,9 @@ def _softplus(v):
 def _chunk_decays(dt_ptr, A_ptr, dtb_ptr, seq_ptr, b64, h, H, T, t,
                   HAS_DT: tl.constexpr, DT_SOFTPLUS: tl.constexpr, HAS_DTB: tl.constexpr,
                   HAS_SEQ: tl.constexpr, CLAMP_C: tl.constexpr):
-    """For positions ``t`` (int64, Q): ``(dt, la2, hi, lo, tot, keep, sig)``.
+    """For positions ``t`` (int64, (Q,)) of head ``h``, or of heads ``h`` (1, heads) at
+    positions ``t`` (Q, 1): ``(dt, la2, hi, lo, tot, keep, sig)``, each (Q,) or (Q, heads),
+    ``tot`` one per head.
 
     dt: the factor on x (1 without dt); la2: clamped log2-decays (0 past T);
     hi + lo: their chunk-local inclusive prefix sums; tot: the chunk's sum (fp64);
@@ -112,7 +114,10 @@ def _decays_all(PRE: tl.constexpr, dec_ptr, etot_ptr, BH, NC, c,
             dt_ptr, A_ptr, dtb_ptr, seq_ptr, b64, h, H, T, t, HAS_DT, DT_SOFTPLUS, HAS_DTB,
             HAS_SEQ, CLAMP_C)
         e_in = tl.exp2(hi + lo)
-        to_end = tl.exp2((tot - hi.to(tl.float64)).to(tl.float32) - lo)
+        # exp(l_end - l_i) from the fp64 sum of the later log-decays (tot - l_i, with tot
+        # broadcast over a (Q, heads) block, fails Triton 3.6's layout pass for sm_90)
+        l64 = la2.to(tl.float64)
+        to_end = tl.exp2((tl.cumsum(l64, axis=0, reverse=True) - l64).to(tl.float32))
         e_tot = tl.exp2(tot.to(tl.float32))
         inv = tl.exp2(tl.minimum(-(hi + lo), 126.0))
     return dtv, hi, lo, e_in, to_end, e_tot, inv
@@ -154,8 +159,10 @@ def _grad_row0(HAS_SEQ: tl.constexpr):
 def ssd_decays_kernel(dt_ptr, A_ptr, dtb_ptr, seq_ptr, dec_ptr, etot_ptr, T, H,
                       HAS_DT: tl.constexpr, DT_SOFTPLUS: tl.constexpr, HAS_DTB: tl.constexpr,
                       HAS_SEQ: tl.constexpr, Q: tl.constexpr, CLAMP_C: tl.constexpr,
-                      GRAD_ROWS: tl.constexpr = True):
-    """The per-position decay data of every chunk, once, for the sweeps (grid (chunks, b*h)).
+                      HB: tl.constexpr, GRAD_ROWS: tl.constexpr = True):
+    """The per-position decay data of every chunk, once, for the sweeps: grid (chunks,
+    b * H / HB), a program per chunk and block of HB heads (HB divides H), so that each of
+    its rows of dt (b, T, H) is read whole.
 
     Rows of ``dec`` (each (b*h, chunks*Q), fp32): 0-5 ``dtv, hi, lo, e_in, to_end, inv`` of
     :func:`_decays_all`; with HAS_SEQ 6-7 ``exp(ls)`` and ``seg`` (module docstring; row 5 is
@@ -163,19 +170,21 @@ def ssd_decays_kernel(dt_ptr, A_ptr, dtb_ptr, seq_ptr, dec_ptr, etot_ptr, T, H,
     (:func:`_grad_row0`). ``etot`` (1, or 3 with HAS_SEQ, b*h, chunks): ``exp(l_end)``, then
     ``exp(ls_end)`` and ``min_i exp(ls_i)`` (:func:`_factorable`)."""
     c = tl.program_id(0)
-    bh = tl.program_id(1)
-    BH = tl.num_programs(1)
+    pid = tl.program_id(1)
     NC = tl.num_programs(0)
-    b64 = (bh // H).to(tl.int64)
-    h = bh % H
-    t = c * Q + tl.arange(0, Q).to(tl.int64)
+    BH = tl.num_programs(1) * HB
+    b64 = (pid // (H // HB)).to(tl.int64)
+    heads = (pid % (H // HB)) * HB + tl.arange(0, HB)
+    h = heads[None, :]
+    t = c * Q + tl.arange(0, Q).to(tl.int64)[:, None]
     dtv, hi, lo, e_in, to_end, e_tot, inv = _decays_all(False, dec_ptr, etot_ptr, BH, NC, c,
                                                    dt_ptr, A_ptr, dtb_ptr, seq_ptr, b64, h, H,
                                                    T, t, HAS_DT, DT_SOFTPLUS, HAS_DTB, HAS_SEQ,
                                                    CLAMP_C)
     _, la2, _, _, _, keep, sig = _chunk_decays(dt_ptr, A_ptr, dtb_ptr, seq_ptr, b64, h, H, T, t,
                                                HAS_DT, DT_SOFTPLUS, HAS_DTB, HAS_SEQ, CLAMP_C)
-    bh64 = b64 * H + h
+    bh64 = b64 * H + h                   # (1, HB): the rows' (b, h) index
+    bhc = b64 * H + heads                # (HB,): the chunk decays'
     TP = NC * Q
     if HAS_SEQ:
         reset = ((t < T) & (keep == 0.0)).to(tl.int32)
@@ -185,18 +194,18 @@ def ssd_decays_kernel(dt_ptr, A_ptr, dtb_ptr, seq_ptr, dec_ptr, etot_ptr, T, H,
         ls = ls.to(tl.float32)
         e_s = tl.exp2(ls)
         inv = tl.exp2(tl.minimum(-ls, 126.0))
-        last = tl.arange(0, Q) == Q - 1
+        last = (tl.arange(0, Q) == Q - 1)[:, None]
         tl.store(dec_ptr + (6 * BH + bh64) * TP + t, e_s)
         tl.store(dec_ptr + (7 * BH + bh64) * TP + t, seg.to(tl.float32))
-        tl.store(etot_ptr + (BH + bh64) * NC + c, tl.sum(tl.where(last, e_s, 0.0), axis=0))
-        tl.store(etot_ptr + (2 * BH + bh64) * NC + c, tl.min(e_s, axis=0))
+        tl.store(etot_ptr + (BH + bhc) * NC + c, tl.sum(tl.where(last, e_s, 0.0), axis=0))
+        tl.store(etot_ptr + (2 * BH + bhc) * NC + c, tl.min(e_s, axis=0))
     tl.store(dec_ptr + bh64 * TP + t, dtv)
     tl.store(dec_ptr + (BH + bh64) * TP + t, hi)
     tl.store(dec_ptr + (2 * BH + bh64) * TP + t, lo)
     tl.store(dec_ptr + (3 * BH + bh64) * TP + t, e_in)
     tl.store(dec_ptr + (4 * BH + bh64) * TP + t, to_end)
     tl.store(dec_ptr + (5 * BH + bh64) * TP + t, inv)
-    tl.store(etot_ptr + bh64 * NC + c, e_tot)
+    tl.store(etot_ptr + bhc * NC + c, e_tot)
     if GRAD_ROWS:
         r0 = _grad_row0(HAS_SEQ)
         tl.store(dec_ptr + (r0 * BH + bh64) * TP + t, keep)

@@ -65,7 +65,7 @@ def _fwd_plan(b, T, h, p, g, n, dtype, has_dt, dt_softplus, has_dtb, D_dim, has_
     fast = _fast(dtype, pre)
     gram = fast and _gram(h, g, n)
     flags = dict(HAS_DT=has_dt, DT_SOFTPLUS=dt_softplus, HAS_DTB=has_dtb)
-    dec_opts = _dec_options(flags, has_seq, Q, for_grad)
+    dec_opts = _dec_options(flags, has_seq, Q, for_grad, h)
     gram_opts = Options(Q=Q, BN=cfg["BN"], PREC=_prec(dtype),
                         **_launch_opts(dict(cfg, num_stages=1))) if gram else None
     fwd_opts = [Options(
@@ -128,16 +128,24 @@ def _gram_tiles(B, C, Q, opts, T, ak):
     return gl
 
 
+def _prepass_heads(h):
+    """The heads of one pre-pass program: the largest power of two dividing h, at most 8 (a
+    32-byte sector of fp32 dt per position; 16 heads take 150-242 registers, 32 spill:
+    Triton 3.6 for sm_90)."""
+    return min(h & -h, 8)
+
+
 def _dec_rows(has_seq, grad_rows):
     """The rows of the pre-pass's ``dec`` (:func:`.decays.ssd_decays_kernel`): 6, the two
     segment rows with ``seq_idx``, the backward's two with ``grad_rows``."""
     return 6 + 2 * has_seq + 2 * grad_rows
 
 
-def _dec_options(flags, has_seq, Q, grad_rows):
+def _dec_options(flags, has_seq, Q, grad_rows, h):
     """The pre-pass's :class:`.fastlaunch.Options`: the dt flags, seq_idx, the chunk size,
-    and whether it writes the rows only the backward reads."""
-    return Options(**flags, HAS_SEQ=has_seq, Q=Q, CLAMP_C=CLAMP, GRAD_ROWS=grad_rows)
+    whether it writes the rows only the backward reads, its block of the h heads."""
+    return Options(**flags, HAS_SEQ=has_seq, Q=Q, CLAMP_C=CLAMP, HB=_prepass_heads(h),
+                   GRAD_ROWS=grad_rows)
 
 
 def _pre_decays(pre, opts, dtla, A, dt_bias, seq_idx, Q, d, ak):
@@ -154,7 +162,7 @@ def _pre_decays(pre, opts, dtla, A, dt_bias, seq_idx, Q, d, ak):
                       device=dtla.device, dtype=torch.float32)
     etot = torch.empty(1 + 2 * has_seq, b * h, nc, device=dtla.device, dtype=torch.float32)
     launch(
-        ssd_decays_kernel, (nc, b * h),
+        ssd_decays_kernel, (nc, b * h // opts.kwargs["HB"]),
         dtla, A if A is not None else d, dt_bias if dt_bias is not None else d,
         seq_idx if seq_idx is not None else d, dec, etot, T, h, arg_key=ak, opts=opts)
     return dec, etot
@@ -175,7 +183,7 @@ def _bwd_plan(b, T, h, p, g, n, dtype, has_dt, dt_softplus, has_dtb, D_dim, has_
                  EVEN=_even(cfg, T, p, n), WIDE=_wide(_cdiv(T, Q) * p * n), PRE=pre,
                  FACTOR=_factor("bwd"), ATOMIC=atomic, FAST=fast,
                  EXACT_STAGES=cfg.get("EXACT_STAGES", 0))
-    dec_opts = _dec_options(head, has_seq, Q, True)
+    dec_opts = _dec_options(head, has_seq, Q, True, h)
     fwd_opts = [Options(**flags, HAS_H0=has_h0, FACTORED=factored, ONE_LAUNCH=one,
                         **_launch_opts(dict(cfg, num_stages=cfg["fwd_sweep_stages"])))
                 for factored, one in launches]
