@@ -176,9 +176,11 @@ def _wide(elements: int) -> bool:
 
 
 # The largest call, in b * h * T * BN, whose sweeps launch once holding both loops by default
-# (H200 s9-2, s9-3, N = 64: fwd+bwd 1.01 -> 0.88 ms at 1K, 1.16 -> 1.03 ms at 4K, where the
-# host sets the pace; 1.95 -> 2.01 ms at 8K and 3.86 -> 3.95 ms at 16K, where the GPU does)
-ONE_LAUNCH_AT_MOST = 2 ** 26
+# (H200 s9-2, s9-3, N = 64: fwd+bwd 1.01 -> 0.88 ms at 1K, where the host sets the pace; 1.95
+# -> 2.01 ms at 8K and 3.86 -> 3.95 ms at 16K, where the GPU does). 2^25 since s11-4: with the
+# launch plans the host's fwd+bwd (0.56-0.91 ms) no longer sets the pace at N = 64, 4K (device
+# 1.015 ms in one launch, 0.977 in two: the one-launch reverse sweep 0.449 against 0.403)
+ONE_LAUNCH_AT_MOST = 2 ** 25
 
 
 def _launches(fast: bool, size: int):
