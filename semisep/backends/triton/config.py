@@ -53,13 +53,18 @@ KNOBS = ("SEMISEP_TRITON_FWD", "SEMISEP_TRITON_BWD", "SEMISEP_TRITON_FAST",
          "SEMISEP_TRITON_GRAM", "SEMISEP_TRITON_ONE_LAUNCH", "TRITON_INTERPRET")
 
 
+_KNOB_KEYS = tuple(map(_encoded, KNOBS))
+
+
 def knobs() -> tuple:
     """The values of :data:`KNOBS` (None for an unset one; encoded, as the environment holds
-    them): part of a launch plan's key, so that a knob set between two calls takes effect."""
+    them): part of a launch plan's key, so that a knob set between two calls takes effect.
+    Read twice per forward+backward, so the names are encoded once (this 2-core VM: 1.3 us a
+    read, against 2.4 us encoding each name through :func:`_encoded`)."""
     data = getattr(os.environ, "_data", None)
     if data is None:
         return tuple([os.environ.get(k) for k in KNOBS])
-    return tuple([data.get(_encoded(k)) for k in KNOBS])
+    return tuple(map(data.get, _KNOB_KEYS))
 
 
 def _interpret() -> bool:

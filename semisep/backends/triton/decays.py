@@ -113,14 +113,22 @@ def _decays_all(PRE: tl.constexpr, dec_ptr, etot_ptr, BH, NC, c,
         dtv, la2, hi, lo, tot, _, _ = _chunk_decays(
             dt_ptr, A_ptr, dtb_ptr, seq_ptr, b64, h, H, T, t, HAS_DT, DT_SOFTPLUS, HAS_DTB,
             HAS_SEQ, CLAMP_C)
-        e_in = tl.exp2(hi + lo)
-        # exp(l_end - l_i) from the fp64 sum of the later log-decays (tot - l_i, with tot
-        # broadcast over a (Q, heads) block, fails Triton 3.6's layout pass for sm_90)
-        l64 = la2.to(tl.float64)
-        to_end = tl.exp2((tl.cumsum(l64, axis=0, reverse=True) - l64).to(tl.float32))
-        e_tot = tl.exp2(tot.to(tl.float32))
-        inv = tl.exp2(tl.minimum(-(hi + lo), 126.0))
+        e_in, to_end, e_tot, inv = _exps(la2, hi, lo, tot)
     return dtv, hi, lo, e_in, to_end, e_tot, inv
+
+
+@triton.jit
+def _exps(la2, hi, lo, tot):
+    """``(e_in, to_end, e_tot, inv)`` of :func:`_decays_all` from :func:`_chunk_decays`'s
+    log2-decays, their prefix sums ``hi + lo`` and the chunk's sum ``tot``."""
+    e_in = tl.exp2(hi + lo)
+    # exp(l_end - l_i) from the fp64 sum of the later log-decays (tot - l_i, with tot
+    # broadcast over a (Q, heads) block, fails Triton 3.6's layout pass for sm_90)
+    l64 = la2.to(tl.float64)
+    to_end = tl.exp2((tl.cumsum(l64, axis=0, reverse=True) - l64).to(tl.float32))
+    e_tot = tl.exp2(tot.to(tl.float32))
+    inv = tl.exp2(tl.minimum(-(hi + lo), 126.0))
+    return e_in, to_end, e_tot, inv
 
 
 @triton.jit
@@ -177,12 +185,10 @@ def ssd_decays_kernel(dt_ptr, A_ptr, dtb_ptr, seq_ptr, dec_ptr, etot_ptr, T, H,
     heads = (pid % (H // HB)) * HB + tl.arange(0, HB)
     h = heads[None, :]
     t = c * Q + tl.arange(0, Q).to(tl.int64)[:, None]
-    dtv, hi, lo, e_in, to_end, e_tot, inv = _decays_all(False, dec_ptr, etot_ptr, BH, NC, c,
-                                                   dt_ptr, A_ptr, dtb_ptr, seq_ptr, b64, h, H,
-                                                   T, t, HAS_DT, DT_SOFTPLUS, HAS_DTB, HAS_SEQ,
-                                                   CLAMP_C)
-    _, la2, _, _, _, keep, sig = _chunk_decays(dt_ptr, A_ptr, dtb_ptr, seq_ptr, b64, h, H, T, t,
-                                               HAS_DT, DT_SOFTPLUS, HAS_DTB, HAS_SEQ, CLAMP_C)
+    dtv, la2, hi, lo, tot, keep, sig = _chunk_decays(dt_ptr, A_ptr, dtb_ptr, seq_ptr, b64, h,
+                                                     H, T, t, HAS_DT, DT_SOFTPLUS, HAS_DTB,
+                                                     HAS_SEQ, CLAMP_C)
+    e_in, to_end, e_tot, inv = _exps(la2, hi, lo, tot)
     bh64 = b64 * H + h                   # (1, HB): the rows' (b, h) index
     bhc = b64 * H + heads                # (HB,): the chunk decays'
     TP = NC * Q
