@@ -114,6 +114,8 @@ def sections(T, b=8, h=32, p=64, g=1, n=64):
     dec = torch.empty(8, b * h, nc * 64, device="cuda")     # the pre-pass writes 8 rows
     etot = torch.empty(b * h, nc, device="cuda")
     y = ssd(xg, None, Bg, Cg, dt=dtg, A=A, D=D)
+    ckpt = launch._fwd(x, dt, A, B, C, D, None, None, None, None, True, False, -1,
+                       checkpoints=True)[3]
     f = torch.empty(b, h, T, device="cuda")
 
     pre_args = (dt, A, dt, dt, dec, etot, T, h)
@@ -128,11 +130,12 @@ def sections(T, b=8, h=32, p=64, g=1, n=64):
         "autograd.grad of a kept y": lambda: torch.autograd.grad(y, (xg, dtg, Bg, Cg), gy,
                                                                  retain_graph=True),
         "launch._fwd alone": lambda: launch._fwd(x, dt, A, B, C, D, None, None, None, None,
-                                                 True, False, -1, True),
+                                                 True, False, -1, True, True),
         "launch._bwd alone": lambda: launch._bwd(gy, None, x, dt, A, B, C, D, None, None, None,
-                                                 None, True, False, -1, False),
+                                                 None, True, False, -1, False, ckpt=ckpt),
         "launch._sweeps_bwd alone": lambda: launch._sweeps_bwd(
-            gy, None, x, dt, A, B, C, D, None, None, None, None, True, False, -1, False, False),
+            gy, None, x, dt, A, B, C, D, None, None, None, None, True, False, -1, False, False,
+            ckpt=ckpt),
         "Nothing Function fwd+grad (6 inputs)": lambda: torch.autograd.grad(
             NothingFunction.apply(xg, dtg, A, Bg, Cg, D), (xg, dtg, Bg, Cg), gy, allow_unused=True),
         "one pre-pass launch, Triton's": lambda: decays.ssd_decays_kernel[pre_grid](

@@ -80,10 +80,11 @@ def test_exact_loop_stages_reach_every_sweep(monkeypatch):
     monkeypatch.setenv("SEMISEP_TRITON_FWD", "EXACT_STAGES=1")
     monkeypatch.setenv("SEMISEP_TRITON_BWD", "EXACT_STAGES=2")
     args = (1, 256, 2, 16, 1, 16, torch.float32, False, False, False, None, False, False, True)
-    fwd = L._fwd_plan(*args, -1, True)[-1]
-    _, _, _, _, _, fsweep, rsweep = L._bwd_plan(*args, False, False, -1, True)
+    fwd = L._fwd_plan(*args, -1, True)[-2][0]
+    fsweep, rsweep = L._bwd_plan(*args, False, False, -1, True)[5:7]
+    fsweep, rsweep = fsweep[0], rsweep[(True, True)]
     assert [o.kwargs["EXACT_STAGES"] for o in fwd] == [1] * len(fwd)
     assert [o.kwargs["EXACT_STAGES"] for o in fsweep + rsweep] == [2] * len(fsweep + rsweep)
     monkeypatch.delenv("SEMISEP_TRITON_FWD")
-    assert all(o.kwargs["EXACT_STAGES"] == 0 for o in L._fwd_plan(*args, -1, True)[-1])
+    assert all(o.kwargs["EXACT_STAGES"] == 0 for o in L._fwd_plan(*args, -1, True)[-2][0])
     assert (K._stages(0, 1), K._stages(1, 1), K._stages(0, 0)) == (1, None, None)

@@ -111,9 +111,10 @@ def test_wide_offsets_give_the_same_results(monkeypatch):
     monkeypatch.setattr(L, "_PLANS", {})    # the launch plans were made with WIDE_AT = 2^31
     for a, b in zip(run(), narrow):
         assert torch.equal(a, b)
-    # both directions' last launches (forward, reverse sweep) took the wide offsets
-    assert len(L._PLANS) == 2 and all(opts.kwargs["WIDE"] for plan in L._PLANS.values()
-                                      for opts in plan[-1])
+    # both directions' launches (forward, and the backward's sweeps) took the wide offsets
+    fwd, bwd = (plan for key, plan in L._PLANS.items())
+    launches = [*fwd[5][0], *fwd[5][1], *bwd[5][0], *bwd[5][1], *sum(bwd[6].values(), [])]
+    assert len(L._PLANS) == 2 and all(opts.kwargs["WIDE"] for opts in launches)
 
 
 def test_forward_mamba2_extras():
@@ -409,7 +410,7 @@ def test_custom_op_and_eager_paths_give_the_same_gradients():
         x, None, B, C, dt=dt, A=A, D=D, z=z, dt_bias=dtb, dt_softplus=True, initial_state=h0,
         seq_idx=seq, chunk_size=16, return_final_state=True))
     op = grads(lambda x, dt, A, B, C, D, z, dtb, h0: ops._op_fwd(
-        x, dt, A, B, C, D, z, dtb, h0, seq, True, True, 16, False))
+        x, dt, A, B, C, D, z, dtb, h0, seq, True, True, 16, False)[:2])
     for a, b in zip(eager, op):
         assert torch.equal(a, b)
 

@@ -30,6 +30,12 @@ launched once per loop kind and a program runs in the launch its chunk decays pi
 :func:`.config._launches`) once with both loops, each program running the one its chunk
 decays pick.
 
+Every sweep walks the chunks ``[C0, C1)``: the whole call, or one span of it. The backward
+runs in spans, last first (:func:`.config.span_steps`: at most x's elements of stored states
+per span), each from the state the forward left at its start (``h0`` of the span, written by
+the forward launched span by span) and the adjoint the span after it left (``dhT`` of the
+span); ``NCS`` is the chunks per span of the stored states' buffer.
+
 Backward: a decay pre-pass (on by default); two sweeps, each recomputing what it needs:
 
 * forward sweep (carries S): ``dC = (M o L) B + exp(l) (dy S_in)`` with ``M = dy xs^T``,
@@ -87,7 +93,7 @@ def ssd_fwd_kernel(
     x_ptr, dt_ptr, A_ptr, dtb_ptr, B_ptr, C_ptr, D_ptr, z_ptr, h0_ptr, seq_ptr,
     dec_ptr, etot_ptr, gl_ptr,
     y_ptr, hT_ptr,
-    T, H, G, P, N,
+    T, H, G, P, N, C0, C1,
     HAS_DT: tl.constexpr, DT_SOFTPLUS: tl.constexpr, HAS_DTB: tl.constexpr,
     HAS_D: tl.constexpr, D_PER_P: tl.constexpr, HAS_Z: tl.constexpr, HAS_H0: tl.constexpr,
     HAS_SEQ: tl.constexpr, STORE_HT: tl.constexpr,
@@ -145,7 +151,7 @@ def ssd_fwd_kernel(
             if GRAM:
                 gl_base = gl_ptr + (b64 * G + grp) * n_chunks * (Q * Q)
 
-            for c in tl.range(0, n_chunks, loop_unroll_factor=UNROLL,
+            for c in tl.range(C0, C1, loop_unroll_factor=UNROLL,
                               num_stages=_stages(F, EXACT_STAGES)):
                 t = c * Q + offs_q.to(tl.int64)
                 dtv, hi, lo, e_in, to_end, e_tot, inv = _decays_all(
@@ -233,7 +239,7 @@ def ssd_bwd_fwdsweep_kernel(
     x_ptr, dt_ptr, A_ptr, dtb_ptr, B_ptr, C_ptr, D_ptr, z_ptr, h0_ptr, seq_ptr, dy_ptr,
     dec_ptr, etot_ptr,
     dC_ptr, w_ptr, dz_ptr, dD_ptr, st_ptr,
-    T, H, G, P, N,
+    T, H, G, P, N, C0, C1, NCS,
     HAS_DT: tl.constexpr, DT_SOFTPLUS: tl.constexpr, HAS_DTB: tl.constexpr,
     HAS_D: tl.constexpr, D_PER_P: tl.constexpr, HAS_Z: tl.constexpr, HAS_H0: tl.constexpr,
     HAS_SEQ: tl.constexpr,
@@ -264,7 +270,7 @@ def ssd_bwd_fwdsweep_kernel(
             dC_base, dC_rs = _grad_rows(dC_ptr, pid_p, b64, h, grp, T, H, G, N, ATOMIC)
             w_base = w_ptr + _slot(pid_p, pid_bh) * T
             st_off, st_mask = _state_tile(b64, h, H, P, N, offs_p, offs_n)
-            st_row0, st_loc = _state_rows(st_ptr, b64, h, H, NC, P, N, offs_p, offs_n)
+            st_row0, st_loc = _state_rows(st_ptr, b64, h, H, NCS, P, N, offs_p, offs_n)
 
             NARROW: tl.constexpr = BN <= 64
             if HAS_H0:
@@ -275,7 +281,7 @@ def ssd_bwd_fwdsweep_kernel(
                 Dv = _load_D(D_ptr, h, P, offs_p, D_PER_P)
                 dD_acc = tl.zeros((BP,), dtype=tl.float32)
 
-            for c in tl.range(0, NC, num_stages=_stages(F, EXACT_STAGES)):
+            for c in tl.range(C0, C1, num_stages=_stages(F, EXACT_STAGES)):
                 t = c * Q + offs_q.to(tl.int64)
                 dtv, hi, lo, e_in, to_end, e_tot, inv = _decays_all(
                     PRE, dec_ptr, etot_ptr, tl.num_programs(1), NC, c, dt_ptr, A_ptr, dtb_ptr,
@@ -308,7 +314,7 @@ def ssd_bwd_fwdsweep_kernel(
                 # update issued first (one fp32 S live: 272 -> 72 B of stack), with n = 128 after
                 # the other dots (384 -> 120).
                 if NARROW:
-                    _st(st_row0 + _slot_offset(c, P * N, WIDE) + st_loc,
+                    _st(st_row0 + _slot_offset(c - C0, P * N, WIDE) + st_loc,
                         S.to(st_ptr.dtype.element_ty), st_mask, EVEN)
                 Gm = tl.dot(Ct, tl.trans(Bt), input_precision=PREC)
                 Sb = S.to(dtype)
@@ -336,7 +342,7 @@ def ssd_bwd_fwdsweep_kernel(
                 if NARROW:
                     S = _bwd_state_step(S, us, to_end, e_tot, Bt, STEP_F, PREC)
                 else:
-                    _st(st_row0 + _slot_offset(c, P * N, WIDE) + st_loc,
+                    _st(st_row0 + _slot_offset(c - C0, P * N, WIDE) + st_loc,
                         S.to(st_ptr.dtype.element_ty), st_mask, EVEN)
                 # P = G o L o M (fp32, strictly lower: the diagonal crosses nothing)
                 if F:
@@ -387,7 +393,7 @@ def ssd_bwd_revsweep_kernel(
     dec_ptr, etot_ptr,
     st_ptr, w_ptr,
     dx_ptr, dB_ptr, ddt_ptr, dsum_ptr, dh0_ptr,
-    T, H, G, P, N, NPB,
+    T, H, G, P, N, NPB, C0, C1, NCS,
     HAS_DT: tl.constexpr, DT_SOFTPLUS: tl.constexpr, HAS_DTB: tl.constexpr,
     HAS_D: tl.constexpr, D_PER_P: tl.constexpr, HAS_Z: tl.constexpr,
     HAS_SEQ: tl.constexpr, HAS_DHT: tl.constexpr, STORE_DH0: tl.constexpr,
@@ -439,7 +445,7 @@ def ssd_bwd_revsweep_kernel(
                 ddtb_acc = tl.full((), 0.0, tl.float32)
                 ddtb_err = tl.full((), 0.0, tl.float32)
             st_off, st_mask = _state_tile(b64, h, H, P, N, offs_p, offs_n)
-            st_row0, st_loc = _state_rows(st_ptr, b64, h, H, NC, P, N, offs_p, offs_n)
+            st_row0, st_loc = _state_rows(st_ptr, b64, h, H, NCS, P, N, offs_p, offs_n)
 
             if HAS_DHT:
                 dS = tl.load(dhT_ptr + st_off, mask=st_mask, other=0.0).to(tl.float32)
@@ -448,8 +454,8 @@ def ssd_bwd_revsweep_kernel(
             if HAS_D:
                 Dv = _load_D(D_ptr, h, P, offs_p, D_PER_P)
 
-            for i in tl.range(0, NC, num_stages=_stages(F, EXACT_STAGES)):
-                c = NC - 1 - i
+            for i in tl.range(0, C1 - C0, num_stages=_stages(F, EXACT_STAGES)):
+                c = C1 - 1 - i
                 t = c * Q + offs_q.to(tl.int64)
                 dtv, hi, lo, e_in, to_end, e_tot, inv = _decays_all(
                     PRE, dec_ptr, etot_ptr, tl.num_programs(1), NC, c, dt_ptr, A_ptr, dtb_ptr,
@@ -460,7 +466,7 @@ def ssd_bwd_revsweep_kernel(
                 # the loads that no dot takes (so the pipeliner does not copy them ahead) are issued
                 # first, for their latency to pass behind the dots (H200 s7-3: 1.78 -> 1.58 ms at
                 # T = 16K, where w, keep and sig had been loaded just before their use)
-                S_in = _ld(st_row0 + _slot_offset(c, P * N, WIDE) + st_loc, st_mask, EVEN)
+                S_in = _ld(st_row0 + _slot_offset(c - C0, P * N, WIDE) + st_loc, st_mask, EVEN)
                 w = _ld(w_base + t, mask_t, EVEN)
                 keep, sig = _dt_grad_factors(PRE, dec_ptr, tl.num_programs(1), NC, dt_ptr, A_ptr,
                                              dtb_ptr, seq_ptr, b64, h, H, T, t, HAS_DT, DT_SOFTPLUS,

@@ -10,7 +10,7 @@ import torch
 
 from . import kernels as K
 from .config import (_cdiv, _even, _factor, _fast, _gram, _launch_opts, _launches, _pre,
-                     _prec, _wide, knobs, pick_config)
+                     _prec, _wide, knobs, pick_config, span_steps)
 from .decays import CLAMP, ssd_decays_kernel
 from .fastlaunch import MAX_ENTRIES, Options, arg_key, launch
 
@@ -57,8 +57,12 @@ def _plan(build, *fields):
 
 
 def _fwd_plan(b, T, h, p, g, n, dtype, has_dt, dt_softplus, has_dtb, D_dim, has_z, has_h0,
-              has_seq, chunk_size, for_grad):
-    """``(Q, grid, pre, decays Options, gram Options or None, [forward Options])``."""
+              has_seq, chunk_size, for_grad, checkpoints=False):
+    """``(Q, grid, pre, decays Options, gram Options or None, forward Options, spans)``:
+    the forward Options as ``[first span's, later spans']``, a list of launches each
+    (one per loop kind, or one holding both); spans the chunk ranges ``[(c0, c1)]`` the
+    forward runs in, a launch each: with ``checkpoints`` those of the backward
+    (:func:`.config.span_steps`), else one."""
     cfg = pick_config(p, n, None if chunk_size < 0 else chunk_size, dtype, "fwd")
     Q = cfg["Q"]
     pre = _pre("fwd")
@@ -68,36 +72,59 @@ def _fwd_plan(b, T, h, p, g, n, dtype, has_dt, dt_softplus, has_dtb, D_dim, has_
     dec_opts = _dec_options(flags, has_seq, Q, for_grad, h)
     gram_opts = Options(Q=Q, BN=cfg["BN"], PREC=_prec(dtype),
                         **_launch_opts(dict(cfg, num_stages=1))) if gram else None
-    fwd_opts = [Options(
-        **flags, HAS_D=D_dim is not None, D_PER_P=D_dim == 2, HAS_Z=has_z, HAS_H0=has_h0,
+    nc = _cdiv(T, Q)
+    steps = span_steps(T, p, n, chunk_size, dtype) if checkpoints else None
+    spans = _chunk_ranges(nc, nc if steps is None else steps // Q)
+    fwd_opts = [[Options(
+        **flags, HAS_D=D_dim is not None, D_PER_P=D_dim == 2, HAS_Z=has_z, HAS_H0=h0_in,
         HAS_SEQ=has_seq, STORE_HT=True, Q=Q, BP=cfg["BP"], BN=cfg["BN"], PREC=_prec(dtype),
         CLAMP_C=CLAMP, PRE=pre, FACTOR=_factor("fwd"), FAST=fast, FACTORED=factored,
         ONE_LAUNCH=one, EVEN=_even(cfg, T, p, n), UNROLL=cfg.get("UNROLL", 1),
         STATE_T=bool(cfg["STATE_T"]), GRAM=gram and (factored or one),
-        WIDE=gram and _wide(_cdiv(T, Q) * Q ** 2), EXACT_STAGES=cfg.get("EXACT_STAGES", 0),
+        WIDE=gram and _wide(nc * Q ** 2), EXACT_STAGES=cfg.get("EXACT_STAGES", 0),
         **_launch_opts(cfg))
         for factored, one in _launches(fast, b * h * T * cfg["BN"])]
-    return Q, (_cdiv(p, cfg["BP"]), b * h), pre, dec_opts, gram_opts, fwd_opts
+        for h0_in in (has_h0, True)]
+    return Q, (_cdiv(p, cfg["BP"]), b * h), pre, dec_opts, gram_opts, fwd_opts, spans
+
+
+def _chunk_ranges(nc, per):
+    """``[(c0, c1)]``: ``nc`` chunks in spans of ``per`` (the last may be shorter); one
+    span when ``nc`` is 0."""
+    return [(c0, min(nc, c0 + per)) for c0 in range(0, max(nc, 1), per)]
+
+
+def _checkpoint_slots(spans, b, h, p, n, device):
+    """``(buffer, views)``: the states entering spans 1 .. spans - 1, fp32 (b, h, p, n)
+    views of one ``(spans - 1, slot)`` buffer whose slots start 16-byte aligned (the
+    launches' argument keys take their alignment as fixed)."""
+    size = b * h * p * n
+    buf = torch.empty(spans - 1, _cdiv(size, 4) * 4, device=device, dtype=torch.float32)
+    return buf, [buf[k, :size].view(b, h, p, n) for k in range(spans - 1)]
 
 
 def _fwd(x, dtla, A, B, C, D, z, dt_bias, h0, seq_idx, has_dt, dt_softplus, chunk_size,
-         for_grad=False):
-    """``(y, final state, decays)``: decays is what :func:`_pre_decays` made (or None), which
-    the backward can take instead of running the pre-pass again (``for_grad``: with the rows
-    only the backward reads)."""
+         for_grad=False, checkpoints=False):
+    """``(y, final state, decays, checkpoints)``: decays is what :func:`_pre_decays` made (or
+    None), which the backward can take instead of running the pre-pass again (``for_grad``:
+    with the rows only the backward reads); checkpoints (only with ``checkpoints``) the
+    states entering the backward's spans after the first (:func:`_checkpoint_slots`),
+    which its sweeps start from."""
     b, T, h, p = x.shape
     g, n = B.shape[2], B.shape[3]
     if T == 0:
         hT = (h0.to(torch.float32, copy=True) if h0 is not None
               else x.new_zeros(b, h, p, n, dtype=torch.float32))
-        return torch.empty_like(x), hT, None
+        ckpt = x.new_empty(0, 0, dtype=torch.float32) if checkpoints else None
+        return torch.empty_like(x), hT, None, ckpt
     # what fixes every launch's argument specializations (fastlaunch.launch): the buffers
-    # below follow from these inputs' dtypes, alignment and shapes
+    # below follow from these inputs' dtypes, alignment and shapes (and a span's bounds
+    # and state arguments from its index)
     ak = arg_key((x, dtla, A, B, C, D, z, dt_bias, h0, seq_idx), x.shape, B.shape)
-    Q, grid, pre, dec_opts, gram_opts, fwd_opts = _plan(
+    Q, grid, pre, dec_opts, gram_opts, fwd_opts, spans = _plan(
         _fwd_plan, b, T, h, p, g, n, x.dtype, has_dt, dt_softplus, dt_bias is not None,
         None if D is None else D.dim(), z is not None, h0 is not None, seq_idx is not None,
-        chunk_size, for_grad)
+        chunk_size, for_grad, checkpoints)
     # B, C share x's dtype inside the dots
     B, C = _as(B, x.dtype), _as(C, x.dtype)
     d = _dummy(x)
@@ -106,16 +133,19 @@ def _fwd(x, dtla, A, B, C, D, z, dt_bias, h0, seq_idx, has_dt, dt_softplus, chun
         dec, etot = _pre_decays(pre, dec_opts, dtla, A, dt_bias, seq_idx, Q, d, ak)
         y = torch.empty_like(x)
         hT = torch.empty(b, h, p, n, device=x.device, dtype=torch.float32)
+        ckpt, slots = _checkpoint_slots(len(spans), b, h, p, n, x.device)
         gl = _gram_tiles(B, C, Q, gram_opts, T, ak) if gram_opts is not None else d
-        for opts in fwd_opts:
-            launch(
-                K.ssd_fwd_kernel, grid,
-                x, dtla, A if A is not None else d, dt_bias if dt_bias is not None else d, B, C,
-                D if D is not None else d, z if z is not None else d,
-                h0 if h0 is not None else d, seq_idx if seq_idx is not None else d, dec, etot,
-                gl, y, hT,
-                T, h, g, p, n, arg_key=ak, opts=opts)
-    return y, hT, ((Q, dec, etot) if pre else None)
+        # span k starts from h0 or checkpoint k - 1 and ends in checkpoint k or hT
+        starts, ends = [h0 if h0 is not None else d] + slots, slots + [hT]
+        for k, (c0, c1) in enumerate(spans):
+            for opts in fwd_opts[k > 0]:
+                launch(
+                    K.ssd_fwd_kernel, grid,
+                    x, dtla, A if A is not None else d, dt_bias if dt_bias is not None else d,
+                    B, C, D if D is not None else d, z if z is not None else d, starts[k],
+                    seq_idx if seq_idx is not None else d, dec, etot, gl, y, ends[k],
+                    T, h, g, p, n, c0, c1, arg_key=(ak, k), opts=opts)
+    return y, hT, ((Q, dec, etot) if pre else None), (ckpt if checkpoints else None)
 
 
 def _gram_tiles(B, C, Q, opts, T, ak):
@@ -170,36 +200,49 @@ def _pre_decays(pre, opts, dtla, A, dt_bias, seq_idx, Q, d, ak):
 
 def _bwd_plan(b, T, h, p, g, n, dtype, has_dt, dt_softplus, has_dtb, D_dim, has_z, has_h0,
               has_seq, has_dhT, need_dh0, chunk_size, atomic):
-    """``(Q, BP, grid, pre, decays Options (with GRAD_ROWS), [forward sweep Options],
-    [reverse sweep Options])``."""
+    """``(Q, BP, grid, pre, decays Options (with GRAD_ROWS), forward sweep Options,
+    reverse sweep Options, spans, chunks per span)``. Spans
+    (:func:`.config.span_steps`): their chunk ranges ``[(c0, c1)]``, run last first; the
+    forward sweep's Options ``[first span's, later spans']`` (the later ones start from
+    a checkpoint), the reverse sweep's keyed by ``(last, first)`` (the adjoint comes from
+    d(final state) or the next span, goes to d(initial state) or the previous one); each
+    a list of launches (one per loop kind, or one holding both)."""
     cfg = pick_config(p, n, None if chunk_size < 0 else chunk_size, dtype, "bwd")
     Q, BP = cfg["Q"], cfg["BP"]
     pre = _pre("bwd")
     fast = _fast(dtype, pre)
     launches = _launches(fast, b * h * T * cfg["BN"])
+    nc = _cdiv(T, Q)
+    steps = span_steps(T, p, n, chunk_size, dtype)
+    per = nc if steps is None else steps // Q
     head = dict(HAS_DT=has_dt, DT_SOFTPLUS=dt_softplus, HAS_DTB=has_dtb)
     flags = dict(head, HAS_D=D_dim is not None, D_PER_P=D_dim == 2, HAS_Z=has_z,
                  HAS_SEQ=has_seq, Q=Q, BP=BP, BN=cfg["BN"], PREC=_prec(dtype), CLAMP_C=CLAMP,
-                 EVEN=_even(cfg, T, p, n), WIDE=_wide(_cdiv(T, Q) * p * n), PRE=pre,
+                 EVEN=_even(cfg, T, p, n), WIDE=_wide(max(per, 1) * p * n), PRE=pre,
                  FACTOR=_factor("bwd"), ATOMIC=atomic, FAST=fast,
                  EXACT_STAGES=cfg.get("EXACT_STAGES", 0))
     dec_opts = _dec_options(head, has_seq, Q, True, h)
-    fwd_opts = [Options(**flags, HAS_H0=has_h0, FACTORED=factored, ONE_LAUNCH=one,
-                        **_launch_opts(dict(cfg, num_stages=cfg["fwd_sweep_stages"])))
-                for factored, one in launches]
-    rev_opts = [Options(**flags, HAS_DHT=has_dhT, STORE_DH0=need_dh0, FACTORED=factored,
-                        ONE_LAUNCH=one, E_ON_C=bool(cfg["E_ON_C"]), **_launch_opts(cfg))
-                for factored, one in launches]
-    return Q, BP, (_cdiv(p, BP), b * h), pre, dec_opts, fwd_opts, rev_opts
+    fwd_opts = [[Options(**flags, HAS_H0=h0_in, FACTORED=factored, ONE_LAUNCH=one,
+                         **_launch_opts(dict(cfg, num_stages=cfg["fwd_sweep_stages"])))
+                 for factored, one in launches] for h0_in in (has_h0, True)]
+    rev_opts = {(last, first): [
+        Options(**flags, HAS_DHT=has_dhT or not last, STORE_DH0=need_dh0 or not first,
+                FACTORED=factored, ONE_LAUNCH=one, E_ON_C=bool(cfg["E_ON_C"]),
+                **_launch_opts(cfg))
+        for factored, one in launches] for last in (False, True) for first in (False, True)}
+    return (Q, BP, (_cdiv(p, BP), b * h), pre, dec_opts, fwd_opts, rev_opts,
+            _chunk_ranges(nc, max(per, 1)), max(per, 1))
 
 
 def _sweeps_bwd(dy, dhT, x, dtla, A, B, C, D, z, dt_bias, h0, seq_idx, has_dt, dt_softplus,
-                chunk_size, need_dh0, fp32_states, decays=None):
-    """The two backward sweeps: the state forward, then its adjoint backward. ``decays``:
-    the forward's ``(Q, dec, etot)``, used when the chunk size matches.
+                chunk_size, need_dh0, fp32_states, decays=None, ckpt=None):
+    """The two backward sweeps, in spans last first (:func:`.config.span_steps`): the
+    state forward through a span from the one entering it (h0, or ``ckpt``: the
+    forward's :func:`_fwd` checkpoints, needed with more than one span), then its adjoint
+    backward. ``decays``: the forward's ``(Q, dec, etot)``, used when the chunk size matches.
 
-    Only what the forward sweep needs comes before its launch: the host time up to that launch
-    is time the GPU idles after the forward where that is short (T <= 4K, H200 s8)."""
+    Only what the first forward sweep needs comes before its launch: the host time up to that
+    launch is time the GPU idles after the forward where that is short (T <= 4K, H200 s8)."""
     b, T, h, p = x.shape
     g, n = B.shape[2], B.shape[3]
     Bx, Cx = _as(B, x.dtype), _as(C, x.dtype)
@@ -212,20 +255,27 @@ def _sweeps_bwd(dy, dhT, x, dtla, A, B, C, D, z, dt_bias, h0, seq_idx, has_dt, d
     ak = arg_key((x, dtla, A, B, C, D, z, dt_bias, h0, seq_idx, dy, dhT), x.shape, B.shape,
                  st_dtype)
     atomic = not torch.are_deterministic_algorithms_enabled()
-    Q, BP, grid, pre, dec_opts, fwd_opts, rev_opts = _plan(
+    Q, BP, grid, pre, dec_opts, fwd_opts, rev_opts, spans, per = _plan(
         _bwd_plan, b, T, h, p, g, n, x.dtype, has_dt, dt_softplus, dt_bias is not None,
         None if D is None else D.dim(), z is not None, h0 is not None, seq_idx is not None,
         dhT is not None, need_dh0, chunk_size, atomic)
+    nspan = len(spans)
+    if nspan > 1 and (ckpt is None or ckpt.shape[0] != nspan - 1):
+        raise RuntimeError(
+            f"the backward runs in {nspan} spans and needs the forward's {nspan - 1} "
+            f"checkpoints, got {None if ckpt is None else ckpt.shape[0]} (were the Triton "
+            "knobs changed between the forward and the backward?)")
+    slots = [ckpt[k, :h * b * p * n].view(b, h, p, n) for k in range(nspan - 1)]
     npb = grid[0]
-    nc = _cdiv(T, Q)
     f32 = dict(device=x.device, dtype=torch.float32)
-    grads = _GradBuffers(b, T, h, g, p, n, npb, D, f32, atomic)
+    grads = _GradBuffers(b, T, h, g, p, n, npb, D, f32, atomic, nspan)
     w = torch.empty(npb, b * h, T, **f32)
-    # the state entering each chunk, for the reverse sweep
-    states = torch.empty(b, h, nc, p, n, device=x.device, dtype=st_dtype)
+    # the state entering each chunk of a span, for the reverse sweep
+    states = torch.empty(b, h, per, p, n, device=x.device, dtype=st_dtype)
     dz = torch.empty_like(z) if z is not None else None
     d = _dummy(x)
     o = lambda t: t if t is not None else d  # noqa: E731
+    dx = None
     with _device_ctx(x):
         if T > 0:
             if (pre and decays is not None and decays[0] == Q
@@ -233,23 +283,32 @@ def _sweeps_bwd(dy, dhT, x, dtla, A, B, C, D, z, dt_bias, h0, seq_idx, has_dt, d
                 dec, etot = decays[1:]
             else:
                 dec, etot = _pre_decays(pre, dec_opts, dtla, A, dt_bias, seq_idx, Q, d, ak)
-            for opts in fwd_opts:
-                launch(
-                    K.ssd_bwd_fwdsweep_kernel, grid,
-                    x, dtla, o(A), o(dt_bias), Bx, Cx, o(D), o(z), o(h0), o(seq_idx), dy,
-                    dec, etot,
-                    grads.ws, w, o(dz), o(grads.dD), states,
-                    T, h, g, p, n, arg_key=ak, opts=opts)
-        dx = torch.empty_like(x)
-        ddt = torch.empty(npb, b, T, h, **f32)      # the raw dt's (or log_a's) gradient
-        dh0 = torch.empty(b, h, p, n, **f32) if need_dh0 else None
-        if T > 0:
-            for opts in rev_opts:
-                launch(
-                    K.ssd_bwd_revsweep_kernel, grid,
-                    x, dtla, o(A), o(dt_bias), Bx, Cx, o(D), o(z), o(seq_idx), dy, o(dhT),
-                    dec, etot, states, w, dx, grads.dB, ddt, grads.sums, o(dh0),
-                    T, h, g, p, n, npb, arg_key=ak, opts=opts)
+        starts = [o(h0)] + slots
+        for k in reversed(range(nspan)):
+            c0, c1 = spans[k]
+            if T > 0:
+                for opts in fwd_opts[k > 0]:
+                    launch(
+                        K.ssd_bwd_fwdsweep_kernel, grid,
+                        x, dtla, o(A), o(dt_bias), Bx, Cx, o(D), o(z), starts[k], o(seq_idx),
+                        dy, dec, etot,
+                        grads.ws, w, o(dz), o(grads.dD_of(k)), states,
+                        T, h, g, p, n, c0, c1, per, arg_key=(ak, k), opts=opts)
+            if dx is None:
+                dx = torch.empty_like(x)
+                ddt = torch.empty(npb, b, T, h, **f32)      # the raw dt's (or log_a's) gradient
+                dh0 = torch.empty(b, h, p, n, **f32) if need_dh0 else None
+                # the adjoint entering span k from span k + 1
+                carry = torch.empty(b, h, p, n, **f32) if nspan > 1 else None
+            if T > 0:
+                adj_in = o(dhT) if k == nspan - 1 else carry
+                adj_out = o(dh0) if k == 0 else carry
+                for opts in rev_opts[(k == nspan - 1, k == 0)]:
+                    launch(
+                        K.ssd_bwd_revsweep_kernel, grid,
+                        x, dtla, o(A), o(dt_bias), Bx, Cx, o(D), o(z), o(seq_idx), dy, adj_in,
+                        dec, etot, states, w, dx, grads.dB, ddt, grads.sums_of(k), adj_out,
+                        T, h, g, p, n, npb, c0, c1, per, arg_key=(ak, k), opts=opts)
     if T == 0:
         if need_dh0:
             dh0.copy_(dhT if dhT is not None else torch.zeros_like(dh0))
@@ -271,11 +330,12 @@ class _GradBuffers:
     dD (D's shape); the totals are views of it (one fill, no reduction; the order of the
     additions is not fixed, so not bit-reproducible). Else, under
     ``torch.use_deterministic_algorithms``, one partial per (p-block, b, h), dC's then dB's
-    in ``ws``, and one torch reduction per group. The views are made with the buffer, before
-    the first launch.
+    in ``ws``, and per (span, p-block, b, h) for the sums and dD (:meth:`sums_of`,
+    :meth:`dD_of`), and one torch reduction per group. The views are made with the buffer,
+    before the first launch.
     """
 
-    def __init__(self, b, T, h, g, p, n, npb, D, f32, atomic):
+    def __init__(self, b, T, h, g, p, n, npb, D, f32, atomic, nspan=1):
         self.atomic = atomic
         self.shape = (b, T, h, g, n, npb)
         self.D_shape = None if D is None else tuple(D.shape)
@@ -287,9 +347,17 @@ class _GradBuffers:
         else:
             self.ws = self.dCB = torch.empty(2, npb, b, T, h, n, **f32)
             self.dB = self.ws[1]
-            self.sums = torch.empty(2, npb, b, h, **f32)
-            dD = torch.empty(b, h, p, **f32)
+            self.sums = torch.empty(nspan, 2, npb, b, h, **f32)
+            dD = torch.empty(nspan, b, h, p, **f32)
         self.dD = dD if D is not None else None
+
+    def sums_of(self, k):
+        """Where span k's reverse sweep puts its sums."""
+        return self.sums if self.atomic else self.sums[k]
+
+    def dD_of(self, k):
+        """Where span k's forward sweep puts its dD (None without D)."""
+        return self.dD if (self.atomic or self.dD is None) else self.dD[k]
 
     def zero_(self):
         """For T = 0 (no launch); with ``atomic`` the sums and dD are views of ``ws``."""
@@ -306,16 +374,17 @@ class _GradBuffers:
         dCB = self.dCB.view(2, npb, b, T, g, h // g, n).sum((1, 5))
         dD = None
         if self.dD is not None:
-            dD = self.dD.sum((0,) if len(self.D_shape) == 2 else (0, 2))
-        return dCB, self.sums.sum((1, 2)), dD
+            dD = self.dD.sum((0, 1) if len(self.D_shape) == 2 else (0, 1, 3))
+        return dCB, self.sums.sum((0, 2, 3)), dD
 
 
 def _bwd(dy, dhT, x, dtla, A, B, C, D, z, dt_bias, h0, seq_idx, has_dt, dt_softplus,
-         chunk_size, fp32_states, decays=None):
-    """The gradients of every input, in the op's order (None for the absent ones)."""
+         chunk_size, fp32_states, decays=None, ckpt=None):
+    """The gradients of every input, in the op's order (None for the absent ones); ``ckpt``
+    the forward's checkpoints (:func:`_fwd`), needed where the backward runs in spans."""
     dx, dz, ddt, sums, dCB, dD, dh0 = _sweeps_bwd(
         dy, dhT, x, dtla, A, B, C, D, z, dt_bias, h0, seq_idx, has_dt, dt_softplus,
-        chunk_size, h0 is not None, fp32_states, decays)
+        chunk_size, h0 is not None, fp32_states, decays, ckpt)
     # the kernels applied the chain rule of the clamp, dt -> dt A and the softplus
     dA = ddtb = None
     if has_dt:

@@ -13,7 +13,7 @@ from typing import Optional
 import torch
 
 from . import kernels as K
-from .config import _cdiv, _interpret, _pow2, pick_config
+from .config import _cdiv, _interpret, _pow2, pick_config, span_steps
 from .decays import CLAMP
 from .fastlaunch import launch
 from .launch import _bwd, _device_ctx, _dummy, _fwd
@@ -123,11 +123,13 @@ def _op_fwd(x: torch.Tensor, dtla: torch.Tensor, A: Optional[torch.Tensor], B: t
             C: torch.Tensor, D: Optional[torch.Tensor], z: Optional[torch.Tensor],
             dt_bias: Optional[torch.Tensor], h0: Optional[torch.Tensor],
             seq_idx: Optional[torch.Tensor], has_dt: bool, dt_softplus: bool,
-            chunk_size: int, fp32_states: bool) -> tuple[torch.Tensor, torch.Tensor]:
-    # fp32_states is for the backward (setup_context keeps it): the forward's state is fp32
-    y, hT, _ = _fwd(x, dtla, A, B, C, D, z, dt_bias, h0, seq_idx, has_dt, dt_softplus,
-                    chunk_size)
-    return y, hT
+            chunk_size: int, fp32_states: bool) -> tuple[torch.Tensor, torch.Tensor,
+                                                         torch.Tensor]:
+    """``(y, final state, checkpoints)``: the last for the backward (:func:`.launch._fwd`);
+    fp32_states too (setup_context keeps it): the forward's state is fp32."""
+    y, hT, _, ckpt = _fwd(x, dtla, A, B, C, D, z, dt_bias, h0, seq_idx, has_dt, dt_softplus,
+                          chunk_size, checkpoints=True)
+    return y, hT, ckpt
 
 
 @_op_fwd.register_fake
@@ -135,7 +137,17 @@ def _(x, dtla, A, B, C, D, z, dt_bias, h0, seq_idx, has_dt, dt_softplus, chunk_s
       fp32_states):
     b, T, h, p = x.shape
     n = B.shape[-1]
-    return torch.empty_like(x), x.new_empty(b, h, p, n, dtype=torch.float32)
+    ckpt = x.new_empty(*_checkpoints_shape(b, T, h, p, n, chunk_size, x.dtype),
+                       dtype=torch.float32)
+    return torch.empty_like(x), x.new_empty(b, h, p, n, dtype=torch.float32), ckpt
+
+
+def _checkpoints_shape(b, T, h, p, n, chunk_size, dtype):
+    """The shape of the forward's checkpoints (:func:`.launch._checkpoint_slots`)."""
+    if T == 0:
+        return (0, 0)
+    steps = span_steps(T, p, n, chunk_size, dtype)
+    return (0 if steps is None else _cdiv(T, steps) - 1, _cdiv(b * h * p * n, 4) * 4)
 
 
 def _unaliased(outs, ref):
@@ -161,15 +173,15 @@ def _op_bwd(dy: torch.Tensor, dhT: Optional[torch.Tensor], x: torch.Tensor, dtla
             D: Optional[torch.Tensor], z: Optional[torch.Tensor],
             dt_bias: Optional[torch.Tensor], h0: Optional[torch.Tensor],
             seq_idx: Optional[torch.Tensor], has_dt: bool, dt_softplus: bool,
-            chunk_size: int, fp32_states: bool) -> list[torch.Tensor]:
+            chunk_size: int, fp32_states: bool, ckpt: torch.Tensor) -> list[torch.Tensor]:
     outs = _bwd(dy, dhT, x, dtla, A, B, C, D, z, dt_bias, h0, seq_idx, has_dt, dt_softplus,
-                chunk_size, fp32_states)
+                chunk_size, fp32_states, ckpt=ckpt)
     return _unaliased(outs, x)
 
 
 @_op_bwd.register_fake
 def _(dy, dhT, x, dtla, A, B, C, D, z, dt_bias, h0, seq_idx, has_dt, dt_softplus, chunk_size,
-      fp32_states):
+      fp32_states, ckpt):
     e = x.new_empty(0)
     return [torch.empty_like(x), torch.empty_like(dtla),
             torch.empty_like(A) if has_dt else e, torch.empty_like(B), torch.empty_like(C),
@@ -179,23 +191,23 @@ def _(dy, dhT, x, dtla, A, B, C, D, z, dt_bias, h0, seq_idx, has_dt, dt_softplus
             torch.empty_like(h0) if h0 is not None else e]
 
 
-def _save(ctx, inputs):
+def _save(ctx, inputs, ckpt):
     (x, dtla, A, B, C, D, z, dt_bias, h0, seq_idx, has_dt, dt_softplus, chunk_size,
      fp32_states) = inputs
-    ctx.save_for_backward(x, dtla, A, B, C, D, z, dt_bias, h0, seq_idx)
+    ctx.save_for_backward(x, dtla, A, B, C, D, z, dt_bias, h0, seq_idx, ckpt)
     ctx.flags = (has_dt, dt_softplus, chunk_size, fp32_states)
 
 
 def _input_grads(ctx, dy, dhT, bwd):
     """The gradients of the op's 14 inputs from ``bwd`` (the raw :func:`_bwd` in eager mode,
-    the ``ssd_chunked_bwd`` op under torch.compile)."""
-    x, dtla, A, B, C, D, z, dt_bias, h0, seq_idx = ctx.saved_tensors
+    the ``ssd_chunked_bwd`` op under torch.compile), given the forward's checkpoints."""
+    x, dtla, A, B, C, D, z, dt_bias, h0, seq_idx, ckpt = ctx.saved_tensors
     has_dt, dt_softplus, chunk_size, fp32_states = ctx.flags
     if dy is None:
         dy = torch.zeros_like(x)
     dx, ddtla, dA, dB, dC, dD, dz, ddtb, dh0 = bwd(
         dy, dhT, x, dtla, A, B, C, D, z, dt_bias, h0, seq_idx, has_dt, dt_softplus, chunk_size,
-        fp32_states)
+        fp32_states, ckpt=ckpt)
     nz = lambda g, ref: g if ref is not None else None  # noqa: E731
     return (dx, ddtla, dA if has_dt else None, dB, dC, nz(dD, D), nz(dz, z),
             ddtb if (has_dt and dt_bias is not None) else None, nz(dh0, h0), None, None, None,
@@ -203,10 +215,10 @@ def _input_grads(ctx, dy, dhT, bwd):
 
 
 def _setup(ctx, inputs, output):
-    _save(ctx, inputs)
+    _save(ctx, inputs, output[2])
 
 
-def _backward(ctx, dy, dhT):
+def _backward(ctx, dy, dhT, dckpt):
     return _input_grads(ctx, dy, dhT, _op_bwd)
 
 
@@ -221,8 +233,9 @@ class _EagerSSD(torch.autograd.Function):
     @staticmethod
     def forward(ctx, *inputs):
         ctx.set_materialize_grads(False)
-        y, hT, ctx.decays = _fwd(*inputs[:-1], for_grad=any(ctx.needs_input_grad))
-        _save(ctx, inputs)      # after the launches: host time the GPU need not wait for
+        grad = any(ctx.needs_input_grad)
+        y, hT, ctx.decays, ckpt = _fwd(*inputs[:-1], for_grad=grad, checkpoints=grad)
+        _save(ctx, inputs, ckpt)    # after the launches: host time the GPU need not wait for
         return y, hT
 
     @staticmethod
@@ -258,7 +271,7 @@ def ssd(x, log_a=None, B=None, C=None, *, dt=None, A=None, D=None, z=None, dt_bi
     if seq_idx is not None:
         seq_idx = seq_idx.to(torch.int32)
     op = _op_fwd if torch.compiler.is_compiling() else _EagerSSD.apply
-    y, hT = op(x.contiguous(), dtla.contiguous(), _c(A), B.contiguous(), C.contiguous(),
+    y, hT, *_ = op(x.contiguous(), dtla.contiguous(), _c(A), B.contiguous(), C.contiguous(),
                _c(D), _c(z), _c(dt_bias), _c(initial_state), _c(seq_idx), has_dt,
                bool(dt_softplus), -1 if chunk_size is None else int(chunk_size),
                bool(fp32_states))
