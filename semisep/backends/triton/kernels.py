@@ -68,7 +68,7 @@ from .decays import (_decays_all, _dt_grad_factors, _factorable, _L_tile, _leavi
                      _runs, _seg0, _segments, _softplus)
 from .tiles import (_chunk_inputs, _grad_rows, _io_starts, _ld, _load_D, _offsets, _plus_D,
                     _program, _put_grad, _slot, _slot_offset, _st, _start, _state_nt,
-                    _state_rows, _state_tile, _state_update, _tile)
+                    _state_rows, _state_tile, _state_update, _tile, _when)
 
 
 @triton.jit
@@ -80,20 +80,22 @@ def _kahan_add(total, err, v):
 
 
 @triton.constexpr_function
-def _stages(F, EXACT_STAGES):
-    """The chunk loop's pipeline stages: the launch's (None), or for the exact loop (F = 0)
-    ``EXACT_STAGES`` where it is set (not 0). An experiment (``SEMISEP_TRITON_FWD`` / ``_BWD``
-    field): in a one-launch sweep the exact loop's pipelining costs the factored loop shared
-    memory loads and spills (Triton 3.6 proxy, benchmarks/NOTES.md s10)."""
-    return EXACT_STAGES if F == 0 and EXACT_STAGES else None
+def _stages(F, EXACT_STAGES, STAGES=0):
+    """The chunk loop's pipeline stages: ``STAGES`` (the launch's where 0), or for the exact
+    loop (F = 0) ``EXACT_STAGES`` where it is set (not 0). An experiment (``SEMISEP_TRITON_FWD``
+    / ``_BWD`` field): in a one-launch sweep the exact loop's pipelining costs the factored loop
+    shared memory loads and spills (Triton 3.6 proxy, benchmarks/NOTES.md s10)."""
+    if F == 0 and EXACT_STAGES:
+        return EXACT_STAGES
+    return STAGES if STAGES else None
 
 
 @triton.jit
 def ssd_fwd_kernel(
     x_ptr, dt_ptr, A_ptr, dtb_ptr, B_ptr, C_ptr, D_ptr, z_ptr, h0_ptr, seq_ptr,
     dec_ptr, etot_ptr, gl_ptr,
-    y_ptr, hT_ptr,
-    T, H, G, P, N, C0, C1,
+    y_ptr, hT_ptr, ck_ptr,
+    T, H, G, P, N, PER, SLOT,
     HAS_DT: tl.constexpr, DT_SOFTPLUS: tl.constexpr, HAS_DTB: tl.constexpr,
     HAS_D: tl.constexpr, D_PER_P: tl.constexpr, HAS_Z: tl.constexpr, HAS_H0: tl.constexpr,
     HAS_SEQ: tl.constexpr, STORE_HT: tl.constexpr,
@@ -102,7 +104,7 @@ def ssd_fwd_kernel(
     FAST: tl.constexpr = False, FACTORED: tl.constexpr = False, EVEN: tl.constexpr = False,
     UNROLL: tl.constexpr = 1, STATE_T: tl.constexpr = True, GRAM: tl.constexpr = False,
     WIDE: tl.constexpr = False, ONE_LAUNCH: tl.constexpr = False,
-    EXACT_STAGES: tl.constexpr = 0,
+    EXACT_STAGES: tl.constexpr = 0, SPANS: tl.constexpr = False,
 ):
     """The forward sweep. UNROLL: chunks per loop iteration (an experiment: more independent
     work in view of the scheduler, benchmarks/NOTES.md).
@@ -125,6 +127,9 @@ def ssd_fwd_kernel(
     :func:`ssd_gram_kernel` wrote once to ``gl`` (b, G, chunks, Q, Q); the loop loads it
     (prefetched, straight into shared memory) instead of a dot, a mask and a conversion.
     WIDE: a (b, group)'s tiles hold 2^31 elements or more (int64 offsets within them).
+
+    SPANS: in spans of ``PER`` chunks, the state after each span but the last goes to ``ck``
+    (fp32 (b, H, P, N) slots ``SLOT`` elements apart), for the backward (:func:`ssd_bwd_kernel`).
     """
     pid_p, pid_bh, b64, h, grp = _program(H, G)
     n_chunks = tl.cdiv(T, Q)
@@ -151,51 +156,66 @@ def ssd_fwd_kernel(
             if GRAM:
                 gl_base = gl_ptr + (b64 * G + grp) * n_chunks * (Q * Q)
 
-            for c in tl.range(C0, C1, loop_unroll_factor=UNROLL,
-                              num_stages=_stages(F, EXACT_STAGES)):
-                t = c * Q + offs_q.to(tl.int64)
-                dtv, hi, lo, e_in, to_end, e_tot, inv = _decays_all(
-                    PRE, dec_ptr, etot_ptr, tl.num_programs(1), n_chunks, c, dt_ptr, A_ptr, dtb_ptr,
-                    seq_ptr, b64, h, H, T, t, HAS_DT, DT_SOFTPLUS, HAS_DTB, HAS_SEQ, CLAMP_C)
-                mask_t, m_tp, m_tn, x, Bt, Ct = _chunk_inputs(
-                    x_base, B_base, C_base, t, T, H, G, P, N, offs_p, offs_n, EVEN)
-                if not (F and GRAM):
-                    Gm = tl.dot(Ct, tl.trans(Bt), input_precision=PREC)
-                acc = tl.dot(Ct, _state_nt(S, STATE_T).to(dtype), input_precision=PREC)
-                if F:
-                    seg, e_w, _ = _segments(HAS_SEQ, dec_ptr, etot_ptr, tl.num_programs(1),
-                                            n_chunks, c, b64, h, H, t, e_in, e_tot)
-                    u = (x.to(tl.float32) * (dtv * inv)[:, None]).to(dtype)
-                    if GRAM:
-                        W = tl.load(_tile(gl_base + _slot_offset(c, Q * Q, WIDE), offs_q, Q,
-                                          offs_q))
+            # in spans (SPANS), else one (a loop of one trip, which the compiler removes)
+            if SPANS:
+                n_spans = tl.cdiv(n_chunks, PER)
+            else:
+                n_spans = 1
+            for k in range(0, n_spans):
+                if SPANS:
+                    c_end = tl.minimum(k * PER + PER, n_chunks)
+                else:
+                    c_end = n_chunks
+                for c in tl.range(k * PER, c_end, loop_unroll_factor=UNROLL,
+                                  num_stages=_stages(F, EXACT_STAGES)):
+                    t = c * Q + offs_q.to(tl.int64)
+                    dtv, hi, lo, e_in, to_end, e_tot, inv = _decays_all(
+                        PRE, dec_ptr, etot_ptr, tl.num_programs(1), n_chunks, c, dt_ptr, A_ptr,
+                        dtb_ptr, seq_ptr, b64, h, H, T, t, HAS_DT, DT_SOFTPLUS, HAS_DTB, HAS_SEQ,
+                        CLAMP_C)
+                    mask_t, m_tp, m_tn, x, Bt, Ct = _chunk_inputs(
+                        x_base, B_base, C_base, t, T, H, G, P, N, offs_p, offs_n, EVEN)
+                    if not (F and GRAM):
+                        Gm = tl.dot(Ct, tl.trans(Bt), input_precision=PREC)
+                    acc = tl.dot(Ct, _state_nt(S, STATE_T).to(dtype), input_precision=PREC)
+                    if F:
+                        seg, e_w, _ = _segments(HAS_SEQ, dec_ptr, etot_ptr, tl.num_programs(1),
+                                                n_chunks, c, b64, h, H, t, e_in, e_tot)
+                        u = (x.to(tl.float32) * (dtv * inv)[:, None]).to(dtype)
+                        if GRAM:
+                            W = tl.load(_tile(gl_base + _slot_offset(c, Q * Q, WIDE), offs_q, Q,
+                                              offs_q))
+                            if HAS_SEQ:
+                                W = tl.where(_lower(offs_q, seg, HAS_SEQ), W, 0.0)
+                        else:
+                            W = tl.where(_lower(offs_q, seg, HAS_SEQ), Gm, 0.0).to(dtype)
+                        acc = tl.dot(W, u, _seg0(acc, seg, HAS_SEQ), input_precision=PREC)
+                        acc = acc * e_w[:, None]
                         if HAS_SEQ:
-                            W = tl.where(_lower(offs_q, seg, HAS_SEQ), W, 0.0)
+                            # the leaving state takes the last segment only: the exact loop's step
+                            xd = (x.to(tl.float32) * (dtv * to_end)[:, None]).to(dtype)
+                            S = _state_update(S * e_tot, xd, Bt, STATE_T, PREC)
+                        else:
+                            S = _state_update(S, u, Bt, STATE_T, PREC) * e_tot
                     else:
-                        W = tl.where(_lower(offs_q, seg, HAS_SEQ), Gm, 0.0).to(dtype)
-                    acc = tl.dot(W, u, _seg0(acc, seg, HAS_SEQ), input_precision=PREC)
-                    acc = acc * e_w[:, None]
-                    if HAS_SEQ:
-                        # the leaving state takes the last segment only: the exact loop's step
+                        if HAS_DT:
+                            xs = (x.to(tl.float32) * dtv[:, None]).to(dtype)
+                        else:
+                            xs = x
+                        L = _L_tile(hi, lo, e_in, inv, e_tot, offs_q, False, FACTOR)
+                        W = (Gm * L).to(dtype)
+                        acc = tl.dot(W, xs, acc * e_in[:, None], input_precision=PREC)
                         xd = (x.to(tl.float32) * (dtv * to_end)[:, None]).to(dtype)
                         S = _state_update(S * e_tot, xd, Bt, STATE_T, PREC)
-                    else:
-                        S = _state_update(S, u, Bt, STATE_T, PREC) * e_tot
-                else:
-                    if HAS_DT:
-                        xs = (x.to(tl.float32) * dtv[:, None]).to(dtype)
-                    else:
-                        xs = x
-                    W = (Gm * _L_tile(hi, lo, e_in, inv, e_tot, offs_q, False, FACTOR)).to(dtype)
-                    acc = tl.dot(W, xs, acc * e_in[:, None], input_precision=PREC)
-                    xd = (x.to(tl.float32) * (dtv * to_end)[:, None]).to(dtype)
-                    S = _state_update(S * e_tot, xd, Bt, STATE_T, PREC)
-                if HAS_D:
-                    acc = _plus_D(acc, x.to(tl.float32), Dv, D_PER_P)
-                if HAS_Z:
-                    zz = _ld(_tile(z_base, t, H * P, offs_p), m_tp, EVEN).to(tl.float32)
-                    acc = acc * zz * tl.sigmoid(zz)
-                _st(_tile(y_base, t, H * P, offs_p), acc.to(dtype), m_tp, EVEN)
+                    if HAS_D:
+                        acc = _plus_D(acc, x.to(tl.float32), Dv, D_PER_P)
+                    if HAS_Z:
+                        zz = _ld(_tile(z_base, t, H * P, offs_p), m_tp, EVEN).to(tl.float32)
+                        acc = acc * zz * tl.sigmoid(zz)
+                    _st(_tile(y_base, t, H * P, offs_p), acc.to(dtype), m_tp, EVEN)
+                if SPANS and k < n_spans - 1:
+                    tl.store(ck_ptr + tl.cast(k, tl.int64) * SLOT + st_off,
+                             S.to(ck_ptr.dtype.element_ty), mask=st_mask)
 
             if STORE_HT:
                 tl.store(hT_ptr + st_off, S.to(hT_ptr.dtype.element_ty), mask=st_mask)
@@ -235,25 +255,26 @@ def _bwd_state_step(S, u, to_end, e_tot, Bt, FACTORED: tl.constexpr, PREC: tl.co
 
 
 @triton.jit
-def ssd_bwd_fwdsweep_kernel(
-    x_ptr, dt_ptr, A_ptr, dtb_ptr, B_ptr, C_ptr, D_ptr, z_ptr, h0_ptr, seq_ptr, dy_ptr,
+def _bwd_fwd_sweep(
+    x_ptr, dt_ptr, A_ptr, dtb_ptr, B_ptr, C_ptr, D_ptr, z_ptr, h0_ptr, ck_ptr, seq_ptr, dy_ptr,
     dec_ptr, etot_ptr,
     dC_ptr, w_ptr, dz_ptr, dD_ptr, st_ptr,
-    T, H, G, P, N, C0, C1, NCS,
+    T, H, G, P, N, C0, C1, NCS, k, SLOT,
     HAS_DT: tl.constexpr, DT_SOFTPLUS: tl.constexpr, HAS_DTB: tl.constexpr,
     HAS_D: tl.constexpr, D_PER_P: tl.constexpr, HAS_Z: tl.constexpr, HAS_H0: tl.constexpr,
     HAS_SEQ: tl.constexpr,
     Q: tl.constexpr, BP: tl.constexpr, BN: tl.constexpr, PREC: tl.constexpr,
-    CLAMP_C: tl.constexpr, PRE: tl.constexpr = False, FACTOR: tl.constexpr = True,
-    ATOMIC: tl.constexpr = False, FAST: tl.constexpr = False, FACTORED: tl.constexpr = False,
-    EVEN: tl.constexpr = False, WIDE: tl.constexpr = False, ONE_LAUNCH: tl.constexpr = False,
-    EXACT_STAGES: tl.constexpr = 0,
+    CLAMP_C: tl.constexpr, PRE: tl.constexpr, FACTOR: tl.constexpr,
+    ATOMIC: tl.constexpr, FAST: tl.constexpr, FACTORED: tl.constexpr,
+    EVEN: tl.constexpr, WIDE: tl.constexpr, ONE_LAUNCH: tl.constexpr,
+    EXACT_STAGES: tl.constexpr, STAGES: tl.constexpr,
 ):
-    """Forward sweep of the backward: dC and dD (partials, or added in place with ATOMIC), dz,
-    ``w = r1off + rowP - colP`` (module docstring), and the state entering each chunk (for
-    ``<dS_out, S_in>`` in the reverse sweep). FAST, FACTORED, ONE_LAUNCH: as in
-    :func:`ssd_fwd_kernel`;
-    WIDE: a (b, h)'s stored states hold 2^31 elements or more."""
+    """Forward sweep of the backward over span ``k``, chunks ``[C0, C1)``, from the state
+    entering it (``h0`` for span 0, else the forward's checkpoint ``k - 1`` in ``ck``): dC
+    and dD (partials, or added in place with ATOMIC), dz, ``w = r1off + rowP - colP`` (module
+    docstring), and the state entering each chunk (for ``<dS_out, S_in>`` in the reverse
+    sweep) in slot ``c - C0`` of ``NCS``. FAST, FACTORED, ONE_LAUNCH: as in
+    :func:`ssd_fwd_kernel`; WIDE: a (b, h)'s stored states hold 2^31 elements or more."""
     pid_p, pid_bh, b64, h, grp = _program(H, G)
     NC = tl.cdiv(T, Q)
     factorable = _factorable(etot_ptr, pid_bh, NC, FAST, HAS_SEQ)
@@ -273,15 +294,17 @@ def ssd_bwd_fwdsweep_kernel(
             st_row0, st_loc = _state_rows(st_ptr, b64, h, H, NCS, P, N, offs_p, offs_n)
 
             NARROW: tl.constexpr = BN <= 64
+            # the checkpoint, or (span 0) h0 or zeros: masked loads, no branch
+            S = tl.load(ck_ptr + tl.cast(k - 1, tl.int64) * SLOT + st_off,
+                        mask=_when(st_mask, 0, k), other=0.0).to(tl.float32)
             if HAS_H0:
-                S = tl.load(h0_ptr + st_off, mask=st_mask, other=0.0).to(tl.float32)
-            else:
-                S = tl.zeros((BP, BN), dtype=tl.float32)
+                S += tl.load(h0_ptr + st_off, mask=_when(st_mask, k, 1),
+                             other=0.0).to(tl.float32)
             if HAS_D:
                 Dv = _load_D(D_ptr, h, P, offs_p, D_PER_P)
                 dD_acc = tl.zeros((BP,), dtype=tl.float32)
 
-            for c in tl.range(C0, C1, num_stages=_stages(F, EXACT_STAGES)):
+            for c in tl.range(C0, C1, num_stages=_stages(F, EXACT_STAGES, STAGES)):
                 t = c * Q + offs_q.to(tl.int64)
                 dtv, hi, lo, e_in, to_end, e_tot, inv = _decays_all(
                     PRE, dec_ptr, etot_ptr, tl.num_programs(1), NC, c, dt_ptr, A_ptr, dtb_ptr,
@@ -388,23 +411,26 @@ def ssd_bwd_fwdsweep_kernel(
 
 
 @triton.jit
-def ssd_bwd_revsweep_kernel(
+def _bwd_rev_sweep(
     x_ptr, dt_ptr, A_ptr, dtb_ptr, B_ptr, C_ptr, D_ptr, z_ptr, seq_ptr, dy_ptr, dhT_ptr,
-    dec_ptr, etot_ptr,
+    carry_ptr, dec_ptr, etot_ptr,
     st_ptr, w_ptr,
     dx_ptr, dB_ptr, ddt_ptr, dsum_ptr, dh0_ptr,
-    T, H, G, P, N, NPB, C0, C1, NCS,
+    T, H, G, P, N, NPB, C0, C1, NCS, k, NSPAN,
     HAS_DT: tl.constexpr, DT_SOFTPLUS: tl.constexpr, HAS_DTB: tl.constexpr,
     HAS_D: tl.constexpr, D_PER_P: tl.constexpr, HAS_Z: tl.constexpr,
     HAS_SEQ: tl.constexpr, HAS_DHT: tl.constexpr, STORE_DH0: tl.constexpr,
     Q: tl.constexpr, BP: tl.constexpr, BN: tl.constexpr, PREC: tl.constexpr,
-    CLAMP_C: tl.constexpr, PRE: tl.constexpr = False, FACTOR: tl.constexpr = True,
-    ATOMIC: tl.constexpr = False, FAST: tl.constexpr = False, FACTORED: tl.constexpr = False,
-    EVEN: tl.constexpr = False, WIDE: tl.constexpr = False, E_ON_C: tl.constexpr = False,
-    ONE_LAUNCH: tl.constexpr = False, EXACT_STAGES: tl.constexpr = 0,
+    CLAMP_C: tl.constexpr, PRE: tl.constexpr, FACTOR: tl.constexpr,
+    ATOMIC: tl.constexpr, FAST: tl.constexpr, FACTORED: tl.constexpr,
+    EVEN: tl.constexpr, WIDE: tl.constexpr, E_ON_C: tl.constexpr,
+    ONE_LAUNCH: tl.constexpr, EXACT_STAGES: tl.constexpr, STAGES: tl.constexpr,
 ):
-    """dx, dB, d h0 and the gradient of the raw dt (or log_a), each partial over p-blocks.
-    FAST, FACTORED, ONE_LAUNCH, WIDE: as in :func:`ssd_bwd_fwdsweep_kernel`; E_ON_C: the chunk
+    """Reverse sweep of the backward over span ``k`` of ``NSPAN``, chunks ``[C0, C1)``, from
+    the adjoint leaving it (d final state for the last span, else ``carry``, where the span
+    after it left it) to the one entering it (``carry``, or d h0 for span 0): dx, dB, d h0
+    and the gradient of the raw dt (or log_a), each partial over p-blocks.
+    FAST, FACTORED, ONE_LAUNCH, WIDE: as in :func:`_bwd_fwd_sweep`; E_ON_C: the chunk
     decays ``e_in`` scale C rather than dy in ``dy^T diag(e_in) C`` and its relatives (the same
     products; chosen where C's tile is not larger than dy's).
 
@@ -447,14 +473,15 @@ def ssd_bwd_revsweep_kernel(
             st_off, st_mask = _state_tile(b64, h, H, P, N, offs_p, offs_n)
             st_row0, st_loc = _state_rows(st_ptr, b64, h, H, NCS, P, N, offs_p, offs_n)
 
+            dS = tl.load(carry_ptr + st_off, mask=_when(st_mask, k, NSPAN - 1),
+                         other=0.0).to(tl.float32)
             if HAS_DHT:
-                dS = tl.load(dhT_ptr + st_off, mask=st_mask, other=0.0).to(tl.float32)
-            else:
-                dS = tl.zeros((BP, BN), dtype=tl.float32)
+                dS += tl.load(dhT_ptr + st_off, mask=_when(st_mask, NSPAN - 2, k),
+                              other=0.0).to(tl.float32)
             if HAS_D:
                 Dv = _load_D(D_ptr, h, P, offs_p, D_PER_P)
 
-            for i in tl.range(0, C1 - C0, num_stages=_stages(F, EXACT_STAGES)):
+            for i in tl.range(0, C1 - C0, num_stages=_stages(F, EXACT_STAGES, STAGES)):
                 c = C1 - 1 - i
                 t = c * Q + offs_q.to(tl.int64)
                 dtv, hi, lo, e_in, to_end, e_tot, inv = _decays_all(
@@ -568,8 +595,11 @@ def ssd_bwd_revsweep_kernel(
                                 input_precision=PREC)
                 _put_grad(_tile(dB_base, t, dB_rs, offs_n), dB, m_tn, ATOMIC, EVEN)
 
+            tl.store(carry_ptr + st_off, dS.to(carry_ptr.dtype.element_ty),
+                     mask=_when(st_mask, 0, k))
             if STORE_DH0:
-                tl.store(dh0_ptr + st_off, dS.to(dh0_ptr.dtype.element_ty), mask=st_mask)
+                tl.store(dh0_ptr + st_off, dS.to(dh0_ptr.dtype.element_ty),
+                         mask=_when(st_mask, k, 1))
             if HAS_DT:
                 if ATOMIC:
                     # added over p-blocks and the batch into dsum (2, H)
@@ -578,6 +608,119 @@ def ssd_bwd_revsweep_kernel(
                 else:
                     tl.store(dsum_ptr + _slot(pid_p, pid_bh), dA_acc)
                     tl.store(dsum_ptr + NPB * tl.num_programs(1) + _slot(pid_p, pid_bh), ddtb_acc)
+
+
+@triton.jit
+def ssd_bwd_fwdsweep_kernel(
+    x_ptr, dt_ptr, A_ptr, dtb_ptr, B_ptr, C_ptr, D_ptr, z_ptr, h0_ptr, seq_ptr, dy_ptr,
+    dec_ptr, etot_ptr,
+    dC_ptr, w_ptr, dz_ptr, dD_ptr, st_ptr,
+    T, H, G, P, N,
+    HAS_DT: tl.constexpr, DT_SOFTPLUS: tl.constexpr, HAS_DTB: tl.constexpr,
+    HAS_D: tl.constexpr, D_PER_P: tl.constexpr, HAS_Z: tl.constexpr, HAS_H0: tl.constexpr,
+    HAS_SEQ: tl.constexpr,
+    Q: tl.constexpr, BP: tl.constexpr, BN: tl.constexpr, PREC: tl.constexpr,
+    CLAMP_C: tl.constexpr, PRE: tl.constexpr = False, FACTOR: tl.constexpr = True,
+    ATOMIC: tl.constexpr = False, FAST: tl.constexpr = False, FACTORED: tl.constexpr = False,
+    EVEN: tl.constexpr = False, WIDE: tl.constexpr = False, ONE_LAUNCH: tl.constexpr = False,
+    EXACT_STAGES: tl.constexpr = 0,
+):
+    """:func:`_bwd_fwd_sweep` over the whole call (one span): the backward's first launch
+    where it runs in one span. (The two sweeps in one kernel, :func:`ssd_bwd_kernel`, take
+    5-13 % more instructions per chunk: Triton 3.6 proxy, benchmarks/NOTES.md s12.)"""
+    NC = tl.cdiv(T, Q)
+    _bwd_fwd_sweep(
+        x_ptr, dt_ptr, A_ptr, dtb_ptr, B_ptr, C_ptr, D_ptr, z_ptr, h0_ptr, h0_ptr, seq_ptr,
+        dy_ptr, dec_ptr, etot_ptr, dC_ptr, w_ptr, dz_ptr, dD_ptr, st_ptr,
+        T, H, G, P, N, 0, NC, NC, 0, 0,
+        HAS_DT, DT_SOFTPLUS, HAS_DTB, HAS_D, D_PER_P, HAS_Z, HAS_H0, HAS_SEQ,
+        Q, BP, BN, PREC, CLAMP_C, PRE, FACTOR, ATOMIC, FAST, FACTORED, EVEN, WIDE,
+        ONE_LAUNCH, EXACT_STAGES, 0)
+
+
+@triton.jit
+def ssd_bwd_revsweep_kernel(
+    x_ptr, dt_ptr, A_ptr, dtb_ptr, B_ptr, C_ptr, D_ptr, z_ptr, seq_ptr, dy_ptr, dhT_ptr,
+    dec_ptr, etot_ptr,
+    st_ptr, w_ptr,
+    dx_ptr, dB_ptr, ddt_ptr, dsum_ptr, dh0_ptr,
+    T, H, G, P, N, NPB,
+    HAS_DT: tl.constexpr, DT_SOFTPLUS: tl.constexpr, HAS_DTB: tl.constexpr,
+    HAS_D: tl.constexpr, D_PER_P: tl.constexpr, HAS_Z: tl.constexpr,
+    HAS_SEQ: tl.constexpr, HAS_DHT: tl.constexpr, STORE_DH0: tl.constexpr,
+    Q: tl.constexpr, BP: tl.constexpr, BN: tl.constexpr, PREC: tl.constexpr,
+    CLAMP_C: tl.constexpr, PRE: tl.constexpr = False, FACTOR: tl.constexpr = True,
+    ATOMIC: tl.constexpr = False, FAST: tl.constexpr = False, FACTORED: tl.constexpr = False,
+    EVEN: tl.constexpr = False, WIDE: tl.constexpr = False, E_ON_C: tl.constexpr = False,
+    ONE_LAUNCH: tl.constexpr = False, EXACT_STAGES: tl.constexpr = 0,
+):
+    """:func:`_bwd_rev_sweep` over the whole call (one span): the backward's second launch
+    where it runs in one span."""
+    NC = tl.cdiv(T, Q)
+    _bwd_rev_sweep(
+        x_ptr, dt_ptr, A_ptr, dtb_ptr, B_ptr, C_ptr, D_ptr, z_ptr, seq_ptr, dy_ptr,
+        dhT_ptr, dhT_ptr, dec_ptr, etot_ptr, st_ptr, w_ptr,
+        dx_ptr, dB_ptr, ddt_ptr, dsum_ptr, dh0_ptr,
+        T, H, G, P, N, NPB, 0, NC, NC, 0, 1,
+        HAS_DT, DT_SOFTPLUS, HAS_DTB, HAS_D, D_PER_P, HAS_Z, HAS_SEQ, HAS_DHT, STORE_DH0,
+        Q, BP, BN, PREC, CLAMP_C, PRE, FACTOR, ATOMIC, FAST, FACTORED, EVEN, WIDE, E_ON_C,
+        ONE_LAUNCH, EXACT_STAGES, 0)
+
+
+@triton.jit
+def ssd_bwd_kernel(
+    x_ptr, dt_ptr, A_ptr, dtb_ptr, B_ptr, C_ptr, D_ptr, z_ptr, h0_ptr, seq_ptr, dy_ptr,
+    dhT_ptr, dec_ptr, etot_ptr, ck_ptr, carry_ptr, st_ptr, w_ptr,
+    dC_ptr, dz_ptr, dD_ptr, dx_ptr, dB_ptr, ddt_ptr, dsum_ptr, dh0_ptr,
+    T, H, G, P, N, NPB, PER, SLOT,
+    HAS_DT: tl.constexpr, DT_SOFTPLUS: tl.constexpr, HAS_DTB: tl.constexpr,
+    HAS_D: tl.constexpr, D_PER_P: tl.constexpr, HAS_Z: tl.constexpr, HAS_H0: tl.constexpr,
+    HAS_SEQ: tl.constexpr, HAS_DHT: tl.constexpr, STORE_DH0: tl.constexpr,
+    Q: tl.constexpr, BP: tl.constexpr, BN: tl.constexpr, PREC: tl.constexpr,
+    CLAMP_C: tl.constexpr, PRE: tl.constexpr = False, FACTOR: tl.constexpr = True,
+    ATOMIC: tl.constexpr = False, FAST: tl.constexpr = False, FACTORED: tl.constexpr = False,
+    EVEN: tl.constexpr = False, WIDE: tl.constexpr = False, E_ON_C: tl.constexpr = False,
+    ONE_LAUNCH: tl.constexpr = False, EXACT_STAGES: tl.constexpr = 0,
+    FWD_STAGES: tl.constexpr = 0,
+):
+    """The backward in spans (more than one): per span of ``PER`` chunks, last first, the forward sweep
+    (:func:`_bwd_fwd_sweep`) then the reverse sweep (:func:`_bwd_rev_sweep`), each program on
+    its own (b, h, p-block): the states a span stores, its ``w`` and the adjoint it leaves
+    in ``carry`` are written and read back by the same program (a barrier between), so one
+    launch does it all, with no wait between spans or sweeps for the other programs (a
+    launch per sweep and span cost 8-19 % of each launch's time, H200 s12-4). ``ck``: the
+    forward's checkpoints (:func:`ssd_fwd_kernel`); ``FWD_STAGES`` the forward sweep's pipeline
+    stages (0: the launch's, which the reverse sweep takes). Without ATOMIC each span puts its dD and sums in its own slice of
+    ``dD`` and ``dsum``."""
+    NC = tl.cdiv(T, Q)
+    n_spans = tl.cdiv(NC, PER)
+    for i in range(0, n_spans):
+        k = n_spans - 1 - i
+        c0 = k * PER
+        c1 = tl.minimum(c0 + PER, NC)
+        if ATOMIC:
+            dD_k = dD_ptr
+            dsum_k = dsum_ptr
+        else:
+            dD_k = dD_ptr + tl.cast(k, tl.int64) * tl.num_programs(1) * P
+            dsum_k = dsum_ptr + tl.cast(k, tl.int64) * 2 * NPB * tl.num_programs(1)
+        _bwd_fwd_sweep(
+            x_ptr, dt_ptr, A_ptr, dtb_ptr, B_ptr, C_ptr, D_ptr, z_ptr, h0_ptr, ck_ptr, seq_ptr,
+            dy_ptr, dec_ptr, etot_ptr, dC_ptr, w_ptr, dz_ptr, dD_k, st_ptr,
+            T, H, G, P, N, c0, c1, PER, k, SLOT,
+            HAS_DT, DT_SOFTPLUS, HAS_DTB, HAS_D, D_PER_P, HAS_Z, HAS_H0, HAS_SEQ,
+            Q, BP, BN, PREC, CLAMP_C, PRE, FACTOR, ATOMIC, FAST, FACTORED, EVEN, WIDE,
+            ONE_LAUNCH, EXACT_STAGES, FWD_STAGES)
+        tl.debug_barrier()      # the span's states and w, stored, before the reverse sweep
+        _bwd_rev_sweep(
+            x_ptr, dt_ptr, A_ptr, dtb_ptr, B_ptr, C_ptr, D_ptr, z_ptr, seq_ptr, dy_ptr,
+            dhT_ptr, carry_ptr, dec_ptr, etot_ptr, st_ptr, w_ptr,
+            dx_ptr, dB_ptr, ddt_ptr, dsum_k, dh0_ptr,
+            T, H, G, P, N, NPB, c0, c1, PER, k, n_spans,
+            HAS_DT, DT_SOFTPLUS, HAS_DTB, HAS_D, D_PER_P, HAS_Z, HAS_SEQ, HAS_DHT, STORE_DH0,
+            Q, BP, BN, PREC, CLAMP_C, PRE, FACTOR, ATOMIC, FAST, FACTORED, EVEN, WIDE, E_ON_C,
+            ONE_LAUNCH, EXACT_STAGES, 0)
+        tl.debug_barrier()      # the adjoint in carry, and the states read, before the next span
 
 
 @triton.jit

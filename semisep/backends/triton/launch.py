@@ -58,11 +58,9 @@ def _plan(build, *fields):
 
 def _fwd_plan(b, T, h, p, g, n, dtype, has_dt, dt_softplus, has_dtb, D_dim, has_z, has_h0,
               has_seq, chunk_size, for_grad, checkpoints=False):
-    """``(Q, grid, pre, decays Options, gram Options or None, forward Options, spans)``:
-    the forward Options as ``[first span's, later spans']``, a list of launches each
-    (one per loop kind, or one holding both); spans the chunk ranges ``[(c0, c1)]`` the
-    forward runs in, a launch each: with ``checkpoints`` those of the backward
-    (:func:`.config.span_steps`), else one."""
+    """``(Q, grid, pre, decays Options, gram Options or None, [forward Options], spans,
+    chunks per span)``: one forward launch per loop kind, or one holding both; with
+    ``checkpoints`` in the backward's spans (:func:`.config.span_steps`), else in one."""
     cfg = pick_config(p, n, None if chunk_size < 0 else chunk_size, dtype, "fwd")
     Q = cfg["Q"]
     pre = _pre("fwd")
@@ -74,33 +72,29 @@ def _fwd_plan(b, T, h, p, g, n, dtype, has_dt, dt_softplus, has_dtb, D_dim, has_
                         **_launch_opts(dict(cfg, num_stages=1))) if gram else None
     nc = _cdiv(T, Q)
     steps = span_steps(T, p, n, chunk_size, dtype) if checkpoints else None
-    spans = _chunk_ranges(nc, nc if steps is None else steps // Q)
-    fwd_opts = [[Options(
-        **flags, HAS_D=D_dim is not None, D_PER_P=D_dim == 2, HAS_Z=has_z, HAS_H0=h0_in,
+    per = max(nc, 1) if steps is None else steps // Q
+    fwd_opts = [Options(
+        **flags, HAS_D=D_dim is not None, D_PER_P=D_dim == 2, HAS_Z=has_z, HAS_H0=has_h0,
         HAS_SEQ=has_seq, STORE_HT=True, Q=Q, BP=cfg["BP"], BN=cfg["BN"], PREC=_prec(dtype),
         CLAMP_C=CLAMP, PRE=pre, FACTOR=_factor("fwd"), FAST=fast, FACTORED=factored,
         ONE_LAUNCH=one, EVEN=_even(cfg, T, p, n), UNROLL=cfg.get("UNROLL", 1),
         STATE_T=bool(cfg["STATE_T"]), GRAM=gram and (factored or one),
         WIDE=gram and _wide(nc * Q ** 2), EXACT_STAGES=cfg.get("EXACT_STAGES", 0),
-        **_launch_opts(cfg))
+        SPANS=per < nc, **_launch_opts(cfg))
         for factored, one in _launches(fast, b * h * T * cfg["BN"])]
-        for h0_in in (has_h0, True)]
-    return Q, (_cdiv(p, cfg["BP"]), b * h), pre, dec_opts, gram_opts, fwd_opts, spans
+    return (Q, (_cdiv(p, cfg["BP"]), b * h), pre, dec_opts, gram_opts, fwd_opts,
+            _cdiv(max(nc, 1), per), per)
 
 
-def _chunk_ranges(nc, per):
-    """``[(c0, c1)]``: ``nc`` chunks in spans of ``per`` (the last may be shorter); one
-    span when ``nc`` is 0."""
-    return [(c0, min(nc, c0 + per)) for c0 in range(0, max(nc, 1), per)]
+def _checkpoints(spans, b, h, p, n, device):
+    """The states entering spans 1 .. spans - 1: ``(spans - 1, slot)`` fp32, each slot a
+    (b, h, p, n) state padded to 16 bytes (the launches' argument keys take their alignment
+    as fixed)."""
+    return torch.empty(spans - 1, _slot_size(b, h, p, n), device=device, dtype=torch.float32)
 
 
-def _checkpoint_slots(spans, b, h, p, n, device):
-    """``(buffer, views)``: the states entering spans 1 .. spans - 1, fp32 (b, h, p, n)
-    views of one ``(spans - 1, slot)`` buffer whose slots start 16-byte aligned (the
-    launches' argument keys take their alignment as fixed)."""
-    size = b * h * p * n
-    buf = torch.empty(spans - 1, _cdiv(size, 4) * 4, device=device, dtype=torch.float32)
-    return buf, [buf[k, :size].view(b, h, p, n) for k in range(spans - 1)]
+def _slot_size(b, h, p, n):
+    return _cdiv(b * h * p * n, 4) * 4
 
 
 def _fwd(x, dtla, A, B, C, D, z, dt_bias, h0, seq_idx, has_dt, dt_softplus, chunk_size,
@@ -108,8 +102,8 @@ def _fwd(x, dtla, A, B, C, D, z, dt_bias, h0, seq_idx, has_dt, dt_softplus, chun
     """``(y, final state, decays, checkpoints)``: decays is what :func:`_pre_decays` made (or
     None), which the backward can take instead of running the pre-pass again (``for_grad``:
     with the rows only the backward reads); checkpoints (only with ``checkpoints``) the
-    states entering the backward's spans after the first (:func:`_checkpoint_slots`),
-    which its sweeps start from."""
+    states entering the backward's spans after the first (:func:`_checkpoints`), which its
+    sweeps start from."""
     b, T, h, p = x.shape
     g, n = B.shape[2], B.shape[3]
     if T == 0:
@@ -118,10 +112,9 @@ def _fwd(x, dtla, A, B, C, D, z, dt_bias, h0, seq_idx, has_dt, dt_softplus, chun
         ckpt = x.new_empty(0, 0, dtype=torch.float32) if checkpoints else None
         return torch.empty_like(x), hT, None, ckpt
     # what fixes every launch's argument specializations (fastlaunch.launch): the buffers
-    # below follow from these inputs' dtypes, alignment and shapes (and a span's bounds
-    # and state arguments from its index)
+    # below follow from these inputs' dtypes, alignment and shapes
     ak = arg_key((x, dtla, A, B, C, D, z, dt_bias, h0, seq_idx), x.shape, B.shape)
-    Q, grid, pre, dec_opts, gram_opts, fwd_opts, spans = _plan(
+    Q, grid, pre, dec_opts, gram_opts, fwd_opts, spans, per = _plan(
         _fwd_plan, b, T, h, p, g, n, x.dtype, has_dt, dt_softplus, dt_bias is not None,
         None if D is None else D.dim(), z is not None, h0 is not None, seq_idx is not None,
         chunk_size, for_grad, checkpoints)
@@ -133,19 +126,18 @@ def _fwd(x, dtla, A, B, C, D, z, dt_bias, h0, seq_idx, has_dt, dt_softplus, chun
         dec, etot = _pre_decays(pre, dec_opts, dtla, A, dt_bias, seq_idx, Q, d, ak)
         y = torch.empty_like(x)
         hT = torch.empty(b, h, p, n, device=x.device, dtype=torch.float32)
-        ckpt, slots = _checkpoint_slots(len(spans), b, h, p, n, x.device)
+        ckpt = _checkpoints(spans, b, h, p, n, x.device) if checkpoints else None
         gl = _gram_tiles(B, C, Q, gram_opts, T, ak) if gram_opts is not None else d
-        # span k starts from h0 or checkpoint k - 1 and ends in checkpoint k or hT
-        starts, ends = [h0 if h0 is not None else d] + slots, slots + [hT]
-        for k, (c0, c1) in enumerate(spans):
-            for opts in fwd_opts[k > 0]:
-                launch(
-                    K.ssd_fwd_kernel, grid,
-                    x, dtla, A if A is not None else d, dt_bias if dt_bias is not None else d,
-                    B, C, D if D is not None else d, z if z is not None else d, starts[k],
-                    seq_idx if seq_idx is not None else d, dec, etot, gl, y, ends[k],
-                    T, h, g, p, n, c0, c1, arg_key=(ak, k), opts=opts)
-    return y, hT, ((Q, dec, etot) if pre else None), (ckpt if checkpoints else None)
+        for opts in fwd_opts:
+            # with one span no checkpoint is written: hT stands in (fp32, as the kernel takes)
+            launch(
+                K.ssd_fwd_kernel, grid,
+                x, dtla, A if A is not None else d, dt_bias if dt_bias is not None else d, B, C,
+                D if D is not None else d, z if z is not None else d,
+                h0 if h0 is not None else d, seq_idx if seq_idx is not None else d, dec, etot,
+                gl, y, hT, ckpt if spans > 1 else hT,
+                T, h, g, p, n, per, _slot_size(b, h, p, n), arg_key=ak, opts=opts)
+    return y, hT, ((Q, dec, etot) if pre else None), ckpt
 
 
 def _gram_tiles(B, C, Q, opts, T, ak):
@@ -200,49 +192,53 @@ def _pre_decays(pre, opts, dtla, A, dt_bias, seq_idx, Q, d, ak):
 
 def _bwd_plan(b, T, h, p, g, n, dtype, has_dt, dt_softplus, has_dtb, D_dim, has_z, has_h0,
               has_seq, has_dhT, need_dh0, chunk_size, atomic):
-    """``(Q, BP, grid, pre, decays Options (with GRAD_ROWS), forward sweep Options,
-    reverse sweep Options, spans, chunks per span)``. Spans
-    (:func:`.config.span_steps`): their chunk ranges ``[(c0, c1)]``, run last first; the
-    forward sweep's Options ``[first span's, later spans']`` (the later ones start from
-    a checkpoint), the reverse sweep's keyed by ``(last, first)`` (the adjoint comes from
-    d(final state) or the next span, goes to d(initial state) or the previous one); each
-    a list of launches (one per loop kind, or one holding both)."""
+    """``(Q, BP, grid, pre, decays Options (with GRAD_ROWS), [(kernel, Options)], spans,
+    chunks per span)``: the launches, in order, each a loop kind or one holding both. In one
+    span the forward sweep's kernel, then the reverse sweep's; in more
+    (:func:`.config.span_steps`), :func:`.kernels.ssd_bwd_kernel`, both sweeps span by span."""
     cfg = pick_config(p, n, None if chunk_size < 0 else chunk_size, dtype, "bwd")
     Q, BP = cfg["Q"], cfg["BP"]
     pre = _pre("bwd")
     fast = _fast(dtype, pre)
-    launches = _launches(fast, b * h * T * cfg["BN"])
+    kinds = _launches(fast, b * h * T * cfg["BN"])
     nc = _cdiv(T, Q)
     steps = span_steps(T, p, n, chunk_size, dtype)
-    per = nc if steps is None else steps // Q
+    per = max(nc, 1) if steps is None else steps // Q
+    spans = _cdiv(max(nc, 1), per)
     head = dict(HAS_DT=has_dt, DT_SOFTPLUS=dt_softplus, HAS_DTB=has_dtb)
     flags = dict(head, HAS_D=D_dim is not None, D_PER_P=D_dim == 2, HAS_Z=has_z,
                  HAS_SEQ=has_seq, Q=Q, BP=BP, BN=cfg["BN"], PREC=_prec(dtype), CLAMP_C=CLAMP,
-                 EVEN=_even(cfg, T, p, n), WIDE=_wide(max(per, 1) * p * n), PRE=pre,
+                 EVEN=_even(cfg, T, p, n), WIDE=_wide(per * p * n), PRE=pre,
                  FACTOR=_factor("bwd"), ATOMIC=atomic, FAST=fast,
                  EXACT_STAGES=cfg.get("EXACT_STAGES", 0))
     dec_opts = _dec_options(head, has_seq, Q, True, h)
-    fwd_opts = [[Options(**flags, HAS_H0=h0_in, FACTORED=factored, ONE_LAUNCH=one,
-                         **_launch_opts(dict(cfg, num_stages=cfg["fwd_sweep_stages"])))
-                 for factored, one in launches] for h0_in in (has_h0, True)]
-    rev_opts = {(last, first): [
-        Options(**flags, HAS_DHT=has_dhT or not last, STORE_DH0=need_dh0 or not first,
-                FACTORED=factored, ONE_LAUNCH=one, E_ON_C=bool(cfg["E_ON_C"]),
-                **_launch_opts(cfg))
-        for factored, one in launches] for last in (False, True) for first in (False, True)}
-    return (Q, BP, (_cdiv(p, BP), b * h), pre, dec_opts, fwd_opts, rev_opts,
-            _chunk_ranges(nc, max(per, 1)), max(per, 1))
+    rev = dict(HAS_DHT=has_dhT, STORE_DH0=need_dh0, E_ON_C=bool(cfg["E_ON_C"]))
+    if spans == 1:
+        fwd_sweep_opts = _launch_opts(dict(cfg, num_stages=cfg["fwd_sweep_stages"]))
+        launches = [(K.ssd_bwd_fwdsweep_kernel, Options(
+            **flags, HAS_H0=has_h0, FACTORED=f, ONE_LAUNCH=one, **fwd_sweep_opts))
+            for f, one in kinds] + [(K.ssd_bwd_revsweep_kernel, Options(
+                **flags, **rev, FACTORED=f, ONE_LAUNCH=one, **_launch_opts(cfg)))
+            for f, one in kinds]
+    else:
+        # the forward sweep's loop with fwd_sweep_stages, the reverse sweep's the launch's
+        launch_opts = _launch_opts(cfg)
+        launches = [(K.ssd_bwd_kernel, Options(
+            **flags, **rev, HAS_H0=has_h0, FACTORED=f, ONE_LAUNCH=one,
+            FWD_STAGES=cfg["fwd_sweep_stages"] if launch_opts else 0, **launch_opts))
+            for f, one in kinds]
+    return Q, BP, (_cdiv(p, BP), b * h), pre, dec_opts, launches, spans, per
 
 
 def _sweeps_bwd(dy, dhT, x, dtla, A, B, C, D, z, dt_bias, h0, seq_idx, has_dt, dt_softplus,
                 chunk_size, need_dh0, fp32_states, decays=None, ckpt=None):
-    """The two backward sweeps, in spans last first (:func:`.config.span_steps`): the
-    state forward through a span from the one entering it (h0, or ``ckpt``: the
-    forward's :func:`_fwd` checkpoints, needed with more than one span), then its adjoint
-    backward. ``decays``: the forward's ``(Q, dec, etot)``, used when the chunk size matches.
+    """The backward's sweeps: the state forward, then its adjoint backward; in spans
+    (:func:`.config.span_steps`) last first, each from the state entering it (h0, or
+    ``ckpt``: the forward's :func:`_fwd` checkpoints, needed with more than one span).
+    ``decays``: the forward's ``(Q, dec, etot)``, used when the chunk size matches.
 
-    Only what the first forward sweep needs comes before its launch: the host time up to that
-    launch is time the GPU idles after the forward where that is short (T <= 4K, H200 s8)."""
+    Only what the first launch needs comes before it: the host time up to that launch is
+    time the GPU idles after the forward where that is short (T <= 4K, H200 s8)."""
     b, T, h, p = x.shape
     g, n = B.shape[2], B.shape[3]
     Bx, Cx = _as(B, x.dtype), _as(C, x.dtype)
@@ -255,27 +251,24 @@ def _sweeps_bwd(dy, dhT, x, dtla, A, B, C, D, z, dt_bias, h0, seq_idx, has_dt, d
     ak = arg_key((x, dtla, A, B, C, D, z, dt_bias, h0, seq_idx, dy, dhT), x.shape, B.shape,
                  st_dtype)
     atomic = not torch.are_deterministic_algorithms_enabled()
-    Q, BP, grid, pre, dec_opts, fwd_opts, rev_opts, spans, per = _plan(
+    Q, BP, grid, pre, dec_opts, launches, spans, per = _plan(
         _bwd_plan, b, T, h, p, g, n, x.dtype, has_dt, dt_softplus, dt_bias is not None,
         None if D is None else D.dim(), z is not None, h0 is not None, seq_idx is not None,
         dhT is not None, need_dh0, chunk_size, atomic)
-    nspan = len(spans)
-    if nspan > 1 and (ckpt is None or ckpt.shape[0] != nspan - 1):
+    if spans > 1 and (ckpt is None or ckpt.shape[0] != spans - 1):
         raise RuntimeError(
-            f"the backward runs in {nspan} spans and needs the forward's {nspan - 1} "
+            f"the backward runs in {spans} spans and needs the forward's {spans - 1} "
             f"checkpoints, got {None if ckpt is None else ckpt.shape[0]} (were the Triton "
             "knobs changed between the forward and the backward?)")
-    slots = [ckpt[k, :h * b * p * n].view(b, h, p, n) for k in range(nspan - 1)]
     npb = grid[0]
     f32 = dict(device=x.device, dtype=torch.float32)
-    grads = _GradBuffers(b, T, h, g, p, n, npb, D, f32, atomic, nspan)
+    grads = _GradBuffers(b, T, h, g, p, n, npb, D, f32, atomic, spans)
     w = torch.empty(npb, b * h, T, **f32)
     # the state entering each chunk of a span, for the reverse sweep
     states = torch.empty(b, h, per, p, n, device=x.device, dtype=st_dtype)
     dz = torch.empty_like(z) if z is not None else None
     d = _dummy(x)
     o = lambda t: t if t is not None else d  # noqa: E731
-    dx = None
     with _device_ctx(x):
         if T > 0:
             if (pre and decays is not None and decays[0] == Q
@@ -283,32 +276,28 @@ def _sweeps_bwd(dy, dhT, x, dtla, A, B, C, D, z, dt_bias, h0, seq_idx, has_dt, d
                 dec, etot = decays[1:]
             else:
                 dec, etot = _pre_decays(pre, dec_opts, dtla, A, dt_bias, seq_idx, Q, d, ak)
-        starts = [o(h0)] + slots
-        for k in reversed(range(nspan)):
-            c0, c1 = spans[k]
-            if T > 0:
-                for opts in fwd_opts[k > 0]:
-                    launch(
-                        K.ssd_bwd_fwdsweep_kernel, grid,
-                        x, dtla, o(A), o(dt_bias), Bx, Cx, o(D), o(z), starts[k], o(seq_idx),
-                        dy, dec, etot,
-                        grads.ws, w, o(dz), o(grads.dD_of(k)), states,
-                        T, h, g, p, n, c0, c1, per, arg_key=(ak, k), opts=opts)
-            if dx is None:
-                dx = torch.empty_like(x)
-                ddt = torch.empty(npb, b, T, h, **f32)      # the raw dt's (or log_a's) gradient
-                dh0 = torch.empty(b, h, p, n, **f32) if need_dh0 else None
-                # the adjoint entering span k from span k + 1
-                carry = torch.empty(b, h, p, n, **f32) if nspan > 1 else None
-            if T > 0:
-                adj_in = o(dhT) if k == nspan - 1 else carry
-                adj_out = o(dh0) if k == 0 else carry
-                for opts in rev_opts[(k == nspan - 1, k == 0)]:
-                    launch(
-                        K.ssd_bwd_revsweep_kernel, grid,
-                        x, dtla, o(A), o(dt_bias), Bx, Cx, o(D), o(z), o(seq_idx), dy, adj_in,
-                        dec, etot, states, w, dx, grads.dB, ddt, grads.sums_of(k), adj_out,
-                        T, h, g, p, n, npb, c0, c1, per, arg_key=(ak, k), opts=opts)
+        ins = (x, dtla, o(A), o(dt_bias), Bx, Cx, o(D), o(z))
+        fwd_sweep = (*ins, o(h0), o(seq_idx), dy, dec, etot, grads.ws, w, o(dz), o(grads.dD),
+                     states, T, h, g, p, n)
+        if T > 0 and spans == 1:
+            for kernel, opts in launches[:len(launches) // 2]:
+                launch(kernel, grid, *fwd_sweep, arg_key=ak, opts=opts)
+        dx = torch.empty_like(x)
+        ddt = torch.empty(npb, b, T, h, **f32)      # the raw dt's (or log_a's) gradient
+        dh0 = torch.empty(b, h, p, n, **f32) if need_dh0 else None
+        if T > 0 and spans == 1:
+            for kernel, opts in launches[len(launches) // 2:]:
+                launch(kernel, grid, *ins, o(seq_idx), dy, o(dhT), dec, etot, states, w, dx,
+                       grads.dB, ddt, grads.sums, o(dh0), T, h, g, p, n, npb, arg_key=ak,
+                       opts=opts)
+        elif T > 0:
+            # the adjoint entering a span, left by the span after it
+            carry = torch.empty(b, h, p, n, **f32)
+            for kernel, opts in launches:
+                launch(kernel, grid, *ins, o(h0), o(seq_idx), dy, o(dhT), dec, etot, ckpt,
+                       carry, states, w, grads.ws, o(dz), o(grads.dD), dx, grads.dB, ddt,
+                       grads.sums, o(dh0), T, h, g, p, n, npb, per, _slot_size(b, h, p, n),
+                       arg_key=ak, opts=opts)
     if T == 0:
         if need_dh0:
             dh0.copy_(dhT if dhT is not None else torch.zeros_like(dh0))
@@ -330,8 +319,8 @@ class _GradBuffers:
     dD (D's shape); the totals are views of it (one fill, no reduction; the order of the
     additions is not fixed, so not bit-reproducible). Else, under
     ``torch.use_deterministic_algorithms``, one partial per (p-block, b, h), dC's then dB's
-    in ``ws``, and per (span, p-block, b, h) for the sums and dD (:meth:`sums_of`,
-    :meth:`dD_of`), and one torch reduction per group. The views are made with the buffer,
+    in ``ws``, and per (span, p-block, b, h) for the sums and dD (each span of
+    :func:`.kernels.ssd_bwd_kernel` writes its own), and one torch reduction per group. The views are made with the buffer,
     before the first launch.
     """
 
@@ -350,14 +339,6 @@ class _GradBuffers:
             self.sums = torch.empty(nspan, 2, npb, b, h, **f32)
             dD = torch.empty(nspan, b, h, p, **f32)
         self.dD = dD if D is not None else None
-
-    def sums_of(self, k):
-        """Where span k's reverse sweep puts its sums."""
-        return self.sums if self.atomic else self.sums[k]
-
-    def dD_of(self, k):
-        """Where span k's forward sweep puts its dD (None without D)."""
-        return self.dD if (self.atomic or self.dD is None) else self.dD[k]
 
     def zero_(self):
         """For T = 0 (no launch); with ``atomic`` the sums and dD are views of ``ws``."""

@@ -143,7 +143,7 @@ def _(x, dtla, A, B, C, D, z, dt_bias, h0, seq_idx, has_dt, dt_softplus, chunk_s
 
 
 def _checkpoints_shape(b, T, h, p, n, chunk_size, dtype):
-    """The shape of the forward's checkpoints (:func:`.launch._checkpoint_slots`)."""
+    """The shape of the forward's checkpoints (:func:`.launch._checkpoints`)."""
     if T == 0:
         return (0, 0)
     steps = span_steps(T, p, n, chunk_size, dtype)

@@ -167,6 +167,14 @@ def _put_grad(ptrs, v, mask, ATOMIC: tl.constexpr, EVEN: tl.constexpr):
 
 
 @triton.jit
+def _when(mask, a, b):
+    """``mask`` where the scalars ``a < b``, else all false: a load or store of a state that
+    only some spans make (built on the mask's shape: the interpreter refuses a scalar
+    condition in a mask)."""
+    return mask & (tl.zeros(mask.shape, tl.int32) + a < b)
+
+
+@triton.jit
 def _state_nt(S, STATE_T: tl.constexpr):
     """The state as an (n, p) tile, from its (n, p) (``STATE_T``) or (p, n) form."""
     if STATE_T:

@@ -1,0 +1,79 @@
+"""The backward in spans (config.span_steps) on a GPU at full size: every gradient against
+the float64 chunked reference and against the same call in one span (``SPAN`` set past the
+call's chunks), with all the extras (z, D per p, dt_bias + softplus, seq_idx, h0, d final
+state), in bf16 and fp32, atomic and deterministic.
+
+    python benchmarks/gpu_spans.py        # prints one line per check; exit status 1 on a miss
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+import torch
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from gpu_ssd import make_inputs, rel  # noqa: E402
+
+NAMES = ["y", "final", "dx", "ddt", "dA", "dB", "dC", "dD", "dz", "ddt_bias", "dh0"]
+
+
+def run(b, T, h, p, g, n, dtype, seed):
+    """y, the final state and every gradient of a random loss, with all the extras."""
+    x, dt, A, B, C, _ = make_inputs(b, T, h, p, g, n, dtype, seed=seed)
+    gen = torch.Generator(device="cuda").manual_seed(seed)
+    dt = torch.randn(b, T, h, device="cuda", generator=gen) - 3
+    D = torch.randn(h, p, device="cuda", generator=gen)
+    z = torch.randn(b, T, h, p, device="cuda", generator=gen).to(dtype)
+    dtb = torch.randn(h, device="cuda", generator=gen) * 0.5
+    h0 = torch.randn(b, h, p, n, device="cuda", generator=gen)
+    seq = (torch.arange(T, device="cuda") * 3 // T).to(torch.int32).expand(b, T).contiguous()
+    ins = [t.detach().clone().requires_grad_(True) for t in (x, dt, A, B, C, D, z, dtb, h0)]
+    gy = torch.randn(b, T, h, p, device="cuda", generator=gen)
+    gs = torch.randn(b, h, p, n, device="cuda", generator=gen)
+    return ins, dict(seq_idx=seq, dt_softplus=True), gy, gs
+
+
+def grads(ssd_fn, ins, kw, gy, gs):
+    x, dt, A, B, C, D, z, dtb, h0 = ins
+    y, hT = ssd_fn(x, None, B, C, dt=dt, A=A, D=D, z=z, dt_bias=dtb, initial_state=h0,
+                   return_final_state=True, **kw)
+    loss = (y.double() * gy.double()).sum() + (hT.double() * gs.double()).sum()
+    return [y, hT, *torch.autograd.grad(loss, ins)]
+
+
+def main():
+    from semisep.backends.triton import config, naive, ssd
+    ok = True
+    for dtype, tol, shape, det in [
+        (torch.bfloat16, 5e-3, (2, 3000, 8, 64, 2, 128), False),
+        (torch.bfloat16, 5e-3, (2, 3000, 8, 64, 2, 128), True),
+        (torch.bfloat16, 5e-3, (1, 1000, 4, 64, 1, 256), False),
+        (torch.float32, 1e-5, (1, 1000, 8, 64, 2, 128), False),
+    ]:
+        b, T, h, p, g, n = shape
+        torch.use_deterministic_algorithms(det)
+        steps = config.span_steps(T, p, n, None, dtype)
+        ins, kw, gy, gs = run(b, T, h, p, g, n, dtype, seed=T + n)
+        spanned = grads(ssd, ins, kw, gy, gs)
+        os.environ["SEMISEP_TRITON_BWD"] = "SPAN=1000000"
+        one = grads(ssd, ins, kw, gy, gs)
+        del os.environ["SEMISEP_TRITON_BWD"]
+        torch.use_deterministic_algorithms(False)
+        want = grads(lambda *a, return_final_state, **k: naive.ssd_reference_chunked(*a, **k),
+                     ins, kw, gy, gs)
+        tag = f"{str(dtype)[6:]} {shape} {'deterministic' if det else 'atomic'}"
+        print(f"{tag}: spans of {steps} steps ({-(-T // steps) if steps else 1})")
+        for nm, s, o, w in zip(NAMES, spanned, one, want):
+            e_ref, e_one = rel(s, w), rel(s, o)
+            good = e_ref <= tol and e_one <= tol / 10 and bool(torch.isfinite(s).all())
+            ok &= good
+            print(f"  {'ok ' if good else 'BAD'} {nm}: {e_ref:.2e} against float64 (tol "
+                  f"{tol:.0e}), {e_one:.2e} against one span")
+    print("all ok" if ok else "FAILED")
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
