@@ -30,11 +30,12 @@ launched once per loop kind and a program runs in the launch its chunk decays pi
 :func:`.config._launches`) once with both loops, each program running the one its chunk
 decays pick.
 
-Every sweep walks the chunks ``[C0, C1)``: the whole call, or one span of it. The backward
-runs in spans, last first (:func:`.config.span_steps`: at most x's elements of stored states
-per span), each from the state the forward left at its start (``h0`` of the span, written by
-the forward launched span by span) and the adjoint the span after it left (``dhT`` of the
-span); ``NCS`` is the chunks per span of the stored states' buffer.
+The backward runs in spans where its stored states would exceed x's elements
+(:func:`.config.span_steps`): the forward writes the state entering each span after the first
+(``SPANS``), and :func:`ssd_bwd_kernel` runs, last span first, each span's two sweeps (over
+chunks ``[C0, C1)``, the states in a buffer of ``NCS`` chunks) from that state and from the
+adjoint the span after it left. In one span the two sweep kernels run the same sweeps over
+the whole call.
 
 Backward: a decay pre-pass (on by default); two sweeps, each recomputing what it needs:
 
