@@ -684,15 +684,15 @@ def ssd_bwd_kernel(
     ONE_LAUNCH: tl.constexpr = False, EXACT_STAGES: tl.constexpr = 0,
     FWD_STAGES: tl.constexpr = 0,
 ):
-    """The backward in spans (more than one): per span of ``PER`` chunks, last first, the forward sweep
-    (:func:`_bwd_fwd_sweep`) then the reverse sweep (:func:`_bwd_rev_sweep`), each program on
-    its own (b, h, p-block): the states a span stores, its ``w`` and the adjoint it leaves
-    in ``carry`` are written and read back by the same program (a barrier between), so one
-    launch does it all, with no wait between spans or sweeps for the other programs (a
-    launch per sweep and span cost 8-19 % of each launch's time, H200 s12-4). ``ck``: the
-    forward's checkpoints (:func:`ssd_fwd_kernel`); ``FWD_STAGES`` the forward sweep's pipeline
-    stages (0: the launch's, which the reverse sweep takes). Without ATOMIC each span puts its dD and sums in its own slice of
-    ``dD`` and ``dsum``."""
+    """The backward in spans (more than one): per span of ``PER`` chunks, last first, the
+    forward sweep (:func:`_bwd_fwd_sweep`) then the reverse sweep (:func:`_bwd_rev_sweep`),
+    each program on its own (b, h, p-block): the states a span stores, its ``w`` and the
+    adjoint it leaves in ``carry`` are written and read back by the same program (a barrier
+    between), so one launch does it all, and no program waits for another between spans or
+    sweeps (a launch per sweep and span cost 8-19 % of each launch's time, H200 s12-4).
+    ``ck``: the forward's checkpoints (:func:`ssd_fwd_kernel`); ``FWD_STAGES`` the forward
+    sweep's pipeline stages (0: the launch's, which the reverse sweep takes). Without ATOMIC
+    each span puts its dD and sums in its own slice of ``dD`` and ``dsum``."""
     NC = tl.cdiv(T, Q)
     n_spans = tl.cdiv(NC, PER)
     for i in range(0, n_spans):

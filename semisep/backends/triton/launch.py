@@ -277,11 +277,10 @@ def _sweeps_bwd(dy, dhT, x, dtla, A, B, C, D, z, dt_bias, h0, seq_idx, has_dt, d
             else:
                 dec, etot = _pre_decays(pre, dec_opts, dtla, A, dt_bias, seq_idx, Q, d, ak)
         ins = (x, dtla, o(A), o(dt_bias), Bx, Cx, o(D), o(z))
-        fwd_sweep = (*ins, o(h0), o(seq_idx), dy, dec, etot, grads.ws, w, o(dz), o(grads.dD),
-                     states, T, h, g, p, n)
         if T > 0 and spans == 1:
             for kernel, opts in launches[:len(launches) // 2]:
-                launch(kernel, grid, *fwd_sweep, arg_key=ak, opts=opts)
+                launch(kernel, grid, *ins, o(h0), o(seq_idx), dy, dec, etot, grads.ws, w, o(dz),
+                       o(grads.dD), states, T, h, g, p, n, arg_key=ak, opts=opts)
         dx = torch.empty_like(x)
         ddt = torch.empty(npb, b, T, h, **f32)      # the raw dt's (or log_a's) gradient
         dh0 = torch.empty(b, h, p, n, **f32) if need_dh0 else None
@@ -320,11 +319,11 @@ class _GradBuffers:
     additions is not fixed, so not bit-reproducible). Else, under
     ``torch.use_deterministic_algorithms``, one partial per (p-block, b, h), dC's then dB's
     in ``ws``, and per (span, p-block, b, h) for the sums and dD (each span of
-    :func:`.kernels.ssd_bwd_kernel` writes its own), and one torch reduction per group. The views are made with the buffer,
-    before the first launch.
+    :func:`.kernels.ssd_bwd_kernel` writes its own), and one torch reduction per group. The
+    views are made with the buffer, before the first launch.
     """
 
-    def __init__(self, b, T, h, g, p, n, npb, D, f32, atomic, nspan=1):
+    def __init__(self, b, T, h, g, p, n, npb, D, f32, atomic, spans=1):
         self.atomic = atomic
         self.shape = (b, T, h, g, n, npb)
         self.D_shape = None if D is None else tuple(D.shape)
@@ -336,8 +335,8 @@ class _GradBuffers:
         else:
             self.ws = self.dCB = torch.empty(2, npb, b, T, h, n, **f32)
             self.dB = self.ws[1]
-            self.sums = torch.empty(nspan, 2, npb, b, h, **f32)
-            dD = torch.empty(nspan, b, h, p, **f32)
+            self.sums = torch.empty(spans, 2, npb, b, h, **f32)
+            dD = torch.empty(spans, b, h, p, **f32)
         self.dD = dD if D is not None else None
 
     def zero_(self):
