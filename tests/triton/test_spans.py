@@ -34,7 +34,7 @@ def test_span_steps(T, p, n, chunk, want):
 @settings(max_examples=20, deadline=None)
 @given(T=st.sampled_from([64, 100, 1000, 16384]), p=st.sampled_from([8, 64]),
        n=st.sampled_from([16, 64, 128, 256]), chunk=st.sampled_from([None, 16, 64]))
-def test_one_spans_states_hold_at_most_x(T, p, n, chunk):
+def test_a_spans_states_hold_at_most_x(T, p, n, chunk):
     """Where a span holds more than one chunk, its stored states (p x n a chunk) hold no
     more elements than x (T x p, in whole chunks); spans are whole chunks of both sweeps."""
     steps = config.span_steps(T, p, n, chunk, torch.float32)

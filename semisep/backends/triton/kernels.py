@@ -628,7 +628,7 @@ def ssd_bwd_fwdsweep_kernel(
 ):
     """:func:`_bwd_fwd_sweep` over the whole call (one span): the backward's first launch
     where it runs in one span. (The two sweeps in one kernel, :func:`ssd_bwd_kernel`, take
-    5-13 % more instructions per chunk: Triton 3.6 proxy, benchmarks/NOTES.md s12.)"""
+    3-13 % more instructions per chunk: Triton 3.6 proxy, benchmarks/NOTES.md s12.)"""
     NC = tl.cdiv(T, Q)
     _bwd_fwd_sweep(
         x_ptr, dt_ptr, A_ptr, dtb_ptr, B_ptr, C_ptr, D_ptr, z_ptr, h0_ptr, h0_ptr, seq_ptr,

@@ -71,8 +71,7 @@ def _fwd_plan(b, T, h, p, g, n, dtype, has_dt, dt_softplus, has_dtb, D_dim, has_
     gram_opts = Options(Q=Q, BN=cfg["BN"], PREC=_prec(dtype),
                         **_launch_opts(dict(cfg, num_stages=1))) if gram else None
     nc = _cdiv(T, Q)
-    steps = span_steps(T, p, n, chunk_size, dtype) if checkpoints else None
-    per = max(nc, 1) if steps is None else steps // Q
+    per, spans = _spans(T, Q, p, n, chunk_size, dtype) if checkpoints else (max(nc, 1), 1)
     fwd_opts = [Options(
         **flags, HAS_D=D_dim is not None, D_PER_P=D_dim == 2, HAS_Z=has_z, HAS_H0=has_h0,
         HAS_SEQ=has_seq, STORE_HT=True, Q=Q, BP=cfg["BP"], BN=cfg["BN"], PREC=_prec(dtype),
@@ -80,10 +79,18 @@ def _fwd_plan(b, T, h, p, g, n, dtype, has_dt, dt_softplus, has_dtb, D_dim, has_
         ONE_LAUNCH=one, EVEN=_even(cfg, T, p, n), UNROLL=cfg.get("UNROLL", 1),
         STATE_T=bool(cfg["STATE_T"]), GRAM=gram and (factored or one),
         WIDE=gram and _wide(nc * Q ** 2), EXACT_STAGES=cfg.get("EXACT_STAGES", 0),
-        SPANS=per < nc, **_launch_opts(cfg))
+        SPANS=spans > 1, **_launch_opts(cfg))
         for factored, one in _launches(fast, b * h * T * cfg["BN"])]
-    return (Q, (_cdiv(p, cfg["BP"]), b * h), pre, dec_opts, gram_opts, fwd_opts,
-            _cdiv(max(nc, 1), per), per)
+    return Q, (_cdiv(p, cfg["BP"]), b * h), pre, dec_opts, gram_opts, fwd_opts, spans, per
+
+
+def _spans(T, Q, p, n, chunk_size, dtype):
+    """``(chunks per span, spans)`` of a backward in chunks of Q (:func:`.config.span_steps`;
+    one span of at least one chunk where it needs none)."""
+    nc = max(_cdiv(T, Q), 1)
+    steps = span_steps(T, p, n, chunk_size, dtype)
+    per = nc if steps is None else steps // Q
+    return per, _cdiv(nc, per)
 
 
 def _checkpoints(spans, b, h, p, n, device):
@@ -91,6 +98,13 @@ def _checkpoints(spans, b, h, p, n, device):
     (b, h, p, n) state padded to 16 bytes (the launches' argument keys take their alignment
     as fixed)."""
     return torch.empty(spans - 1, _slot_size(b, h, p, n), device=device, dtype=torch.float32)
+
+
+def _checkpoints_shape(b, T, h, p, n, chunk_size, dtype):
+    """The shape of :func:`_fwd`'s checkpoints (for the op's fake tensors)."""
+    if T == 0:
+        return (0, 0)
+    return (_spans(T, 1, p, n, chunk_size, dtype)[1] - 1, _slot_size(b, h, p, n))
 
 
 def _slot_size(b, h, p, n):
@@ -201,10 +215,7 @@ def _bwd_plan(b, T, h, p, g, n, dtype, has_dt, dt_softplus, has_dtb, D_dim, has_
     pre = _pre("bwd")
     fast = _fast(dtype, pre)
     kinds = _launches(fast, b * h * T * cfg["BN"])
-    nc = _cdiv(T, Q)
-    steps = span_steps(T, p, n, chunk_size, dtype)
-    per = max(nc, 1) if steps is None else steps // Q
-    spans = _cdiv(max(nc, 1), per)
+    per, spans = _spans(T, Q, p, n, chunk_size, dtype)
     head = dict(HAS_DT=has_dt, DT_SOFTPLUS=dt_softplus, HAS_DTB=has_dtb)
     flags = dict(head, HAS_D=D_dim is not None, D_PER_P=D_dim == 2, HAS_Z=has_z,
                  HAS_SEQ=has_seq, Q=Q, BP=BP, BN=cfg["BN"], PREC=_prec(dtype), CLAMP_C=CLAMP,

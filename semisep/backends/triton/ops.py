@@ -13,10 +13,10 @@ from typing import Optional
 import torch
 
 from . import kernels as K
-from .config import _cdiv, _interpret, _pow2, pick_config, span_steps
+from .config import _cdiv, _interpret, _pow2, pick_config
 from .decays import CLAMP
 from .fastlaunch import launch
-from .launch import _bwd, _device_ctx, _dummy, _fwd
+from .launch import _bwd, _checkpoints_shape, _device_ctx, _dummy, _fwd
 
 __all__ = ["ssd", "ssd_decode_step", "supports_reason", "pick_config"]
 
@@ -140,14 +140,6 @@ def _(x, dtla, A, B, C, D, z, dt_bias, h0, seq_idx, has_dt, dt_softplus, chunk_s
     ckpt = x.new_empty(*_checkpoints_shape(b, T, h, p, n, chunk_size, x.dtype),
                        dtype=torch.float32)
     return torch.empty_like(x), x.new_empty(b, h, p, n, dtype=torch.float32), ckpt
-
-
-def _checkpoints_shape(b, T, h, p, n, chunk_size, dtype):
-    """The shape of the forward's checkpoints (:func:`.launch._checkpoints`)."""
-    if T == 0:
-        return (0, 0)
-    steps = span_steps(T, p, n, chunk_size, dtype)
-    return (0 if steps is None else _cdiv(T, steps) - 1, _cdiv(b * h * p * n, 4) * 4)
 
 
 def _unaliased(outs, ref):
