@@ -5,7 +5,7 @@ python benchmarks/aot_check.py [BP=64 BN=64 Q=64 num_warps=4 num_stages=2 dtype=
                                  even=0|1 full=1 loops=N spans=1 HAS_Z=1 D_PER_P=1 ...]
 
 ``spans=1`` compiles the forward in spans (its checkpoints, as for a backward in more than
-one span; ``bwd`` is that backward's kernel). ``full=1`` turns every optional feature on (dt_bias, softplus, D per p, z, seq_idx, initial and
+one span; ``SPANNED=1`` the sweeps of such a backward). ``full=1`` turns every optional feature on (dt_bias, softplus, D per p, z, seq_idx, initial and
 final state gradients) and adds the decode and pre-pass kernels; an upper-case key sets one flag;
 ``loops=N`` lists every loop of N or more instructions (a kernel with ``ONE_LAUNCH`` has two),
 ``mix=1`` with each one's spill (LDL, STL), shared-memory, async-copy and barrier counts.
@@ -75,22 +75,14 @@ kernels = {
             dict(HAS_H0=False, STORE_HT=True, SPANS=bool(opts.get("spans", 0)))),
     "bwd1": (K.ssd_bwd_fwdsweep_kernel,
              dict(x_ptr=P, dt_ptr=F, A_ptr=F, dtb_ptr=F, B_ptr=P, C_ptr=P, D_ptr=F, z_ptr=P,
-                  h0_ptr=F, seq_ptr="*i32", dy_ptr=P, dec_ptr=F, etot_ptr=F, dC_ptr=F,
-                  w_ptr=F, dz_ptr=P, dD_ptr=F, st_ptr=P),
+                  h0_ptr=F, ck_ptr=F, seq_ptr="*i32", dy_ptr=P, dec_ptr=F, etot_ptr=F,
+                  dC_ptr=F, w_ptr=F, dz_ptr=P, dD_ptr=F, st_ptr=P),
              dict(HAS_H0=False)),
     "bwd2": (K.ssd_bwd_revsweep_kernel,
              dict(x_ptr=P, dt_ptr=F, A_ptr=F, dtb_ptr=F, B_ptr=P, C_ptr=P, D_ptr=F, z_ptr=P,
-                  seq_ptr="*i32", dy_ptr=P, dhT_ptr=F, dec_ptr=F, etot_ptr=F, st_ptr=P, w_ptr=F,
-                  dx_ptr=P, dB_ptr=F, ddt_ptr=F, dsum_ptr=F, dh0_ptr=F),
+                  seq_ptr="*i32", dy_ptr=P, dhT_ptr=F, carry_ptr=F, dec_ptr=F, etot_ptr=F,
+                  st_ptr=P, w_ptr=F, dx_ptr=P, dB_ptr=F, ddt_ptr=F, dsum_ptr=F, dh0_ptr=F),
              dict(HAS_DHT=False, STORE_DH0=False)),
-    # both sweeps span by span (the backward in more than one span)
-    "bwd": (K.ssd_bwd_kernel,
-            dict(x_ptr=P, dt_ptr=F, A_ptr=F, dtb_ptr=F, B_ptr=P, C_ptr=P, D_ptr=F, z_ptr=P,
-                 h0_ptr=F, seq_ptr="*i32", dy_ptr=P, dhT_ptr=F, dec_ptr=F, etot_ptr=F, ck_ptr=F,
-                 carry_ptr=F, st_ptr=P, w_ptr=F, dC_ptr=F, dz_ptr=P, dD_ptr=F, dx_ptr=P,
-                 dB_ptr=F, ddt_ptr=F, dsum_ptr=F, dh0_ptr=F),
-            dict(HAS_H0=False, HAS_DHT=False, STORE_DH0=False,
-                 FWD_STAGES=opts.get("fwd_sweep_stages", 3))),
 }
 if opts.get("full"):
     kernels["decays"] = (decays.ssd_decays_kernel,
@@ -169,7 +161,7 @@ def loop_report(cubin, top=12):
     return f"loop={len(body)} instr {opcodes(*best).most_common(top)}"
 
 
-ints = {"T", "H", "G", "P", "N", "NPB", "HPP", "PER", "SLOT"}
+ints = {"T", "H", "G", "P", "N", "NPB", "HPP", "PER", "SLOT", "C0", "C1", "k", "NSPAN"}
 only = [k for k in opts.get("only", "").split("+") if k] if isinstance(opts.get("only"), str) else []
 for name, (fn, ptrs, extra) in kernels.items():
     if only and name not in only:

@@ -3,7 +3,9 @@ the float64 chunked reference and against the same call in one span (``SPAN`` se
 call's chunks), with all the extras (z, D per p, dt_bias + softplus, seq_idx, h0, d final
 state), in bf16 and fp32, atomic and deterministic.
 
-    python benchmarks/gpu_spans.py        # prints one line per check; exit status 1 on a miss
+    python benchmarks/gpu_spans.py [CASE ...]  # one line per check; exit status 1 on a miss
+
+CASE: indices into the case list (default: all).
 """
 
 from __future__ import annotations
@@ -43,23 +45,28 @@ def grads(ssd_fn, ins, kw, gy, gs):
     return [y, hT, *torch.autograd.grad(loss, ins)]
 
 
-def main():
+def main(picked):
     from semisep.backends.triton import config, naive, ssd
     ok = True
-    for dtype, tol, shape, det in [
+    cases = [
         (torch.bfloat16, 5e-3, (2, 3000, 8, 64, 2, 128), False),
         (torch.bfloat16, 5e-3, (2, 3000, 8, 64, 2, 128), True),
         (torch.bfloat16, 5e-3, (1, 1000, 4, 64, 1, 256), False),
         (torch.float32, 1e-5, (1, 1000, 8, 64, 2, 128), False),
-    ]:
+    ]
+    for dtype, tol, shape, det in [c for i, c in enumerate(cases) if not picked or i in picked]:
         b, T, h, p, g, n = shape
         torch.use_deterministic_algorithms(det)
         steps = config.span_steps(T, p, n, None, dtype)
         ins, kw, gy, gs = run(b, T, h, p, g, n, dtype, seed=T + n)
         spanned = grads(ssd, ins, kw, gy, gs)
+        knob = os.environ.get("SEMISEP_TRITON_BWD")      # the spanned run's, kept
         os.environ["SEMISEP_TRITON_BWD"] = "SPAN=1000000"
         one = grads(ssd, ins, kw, gy, gs)
-        del os.environ["SEMISEP_TRITON_BWD"]
+        if knob is None:
+            del os.environ["SEMISEP_TRITON_BWD"]
+        else:
+            os.environ["SEMISEP_TRITON_BWD"] = knob
         torch.use_deterministic_algorithms(False)
         want = grads(lambda *a, return_final_state, **k: naive.ssd_reference_chunked(*a, **k),
                      ins, kw, gy, gs)
@@ -76,4 +83,4 @@ def main():
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(main({int(a) for a in sys.argv[1:]}))

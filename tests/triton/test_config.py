@@ -73,18 +73,18 @@ def test_launch_plans_are_bounded(monkeypatch):
 
 
 def test_exact_loop_stages_reach_every_sweep(monkeypatch):
-    """``EXACT_STAGES`` (a field of SEMISEP_TRITON_FWD / _BWD) reaches the forward and the
-    backward, 0 (the loop's own stages) when unset; the loop takes it for its exact kind
+    """``EXACT_STAGES`` (a field of SEMISEP_TRITON_FWD / _BWD) reaches the forward and both
+    backward sweeps, 0 (the launch's stages) when unset; the loop takes it for its exact kind
     only (kernels._stages)."""
     from semisep.backends.triton import kernels as K
     monkeypatch.setenv("SEMISEP_TRITON_FWD", "EXACT_STAGES=1")
     monkeypatch.setenv("SEMISEP_TRITON_BWD", "EXACT_STAGES=2")
     args = (1, 256, 2, 16, 1, 16, torch.float32, False, False, False, None, False, False, True)
     fwd = L._fwd_plan(*args, -1, True)[5]
-    bwd = [opts for _, opts in L._bwd_plan(*args, False, False, -1, True)[5]]
+    plan = L._bwd_plan(*args, False, False, -1, True)
+    bwd = [opts for _, opts in plan[5] + plan[6]]
     assert [o.kwargs["EXACT_STAGES"] for o in fwd] == [1] * len(fwd)
     assert [o.kwargs["EXACT_STAGES"] for o in bwd] == [2] * len(bwd)
     monkeypatch.delenv("SEMISEP_TRITON_FWD")
     assert all(o.kwargs["EXACT_STAGES"] == 0 for o in L._fwd_plan(*args, -1, True)[5])
     assert (K._stages(0, 1), K._stages(1, 1), K._stages(0, 0)) == (1, None, None)
-    assert (K._stages(0, 1, 3), K._stages(1, 1, 3), K._stages(0, 0, 3)) == (1, 3, 3)

@@ -20,10 +20,11 @@ def rel(a, b):
 
 
 @pytest.mark.parametrize("T,p,n,chunk,want", [
-    (16384, 64, 128, None, 4096),       # N = 128: chunks of 32, four spans
+    (16384, 64, 128, None, 6144),       # N = 128: chunks of 32, three spans (2 x 6144 + 4096)
     (16384, 64, 64, None, None),        # n <= Q: one span
-    (1024, 64, 256, None, 128),         # eight spans
-    (100, 8, 17, 16, 96),               # 7 chunks of 16: 112 // 17 = 6 chunks a span
+    (1024, 64, 256, None, 192),         # six spans
+    (100, 8, 40, 16, 64),               # 7 chunks of 16: 1.5 x 112 // 40 = 4 chunks a span
+    (100, 8, 17, 16, None),             # 1.5 x 112 // 17 = 9 chunks: one span
     (100, 8, 128, None, 32),            # 4 chunks of 32, each holding x's elements: a span each
     (20, 8, 128, None, None),           # one chunk: one span
 ])
@@ -34,19 +35,20 @@ def test_span_steps(T, p, n, chunk, want):
 @settings(max_examples=20, deadline=None)
 @given(T=st.sampled_from([64, 100, 1000, 16384]), p=st.sampled_from([8, 64]),
        n=st.sampled_from([16, 64, 128, 256]), chunk=st.sampled_from([None, 16, 64]))
-def test_a_spans_states_hold_at_most_x(T, p, n, chunk):
+def test_a_spans_states_hold_at_most_one_and_a_half_x(T, p, n, chunk):
     """Where a span holds more than one chunk, its stored states (p x n a chunk) hold no
-    more elements than x (T x p, in whole chunks); spans are whole chunks of both sweeps."""
+    more than 1.5 times x's elements (T x p, in whole chunks); spans are whole chunks of
+    both sweeps."""
     steps = config.span_steps(T, p, n, chunk, torch.float32)
     Qb = config.pick_config(p, n, chunk, torch.float32, "bwd")["Q"]
     Qf = config.pick_config(p, n, chunk, torch.float32, "fwd")["Q"]
     nc = -(-T // Qb)
     if steps is None:
-        assert nc * n <= nc * Qb or nc == 1
+        assert 2 * n <= 3 * Qb or nc == 1
         return
     assert steps % Qb == 0 and steps % Qf == 0 and steps < T
     if steps > Qb:
-        assert (steps // Qb) * p * n <= nc * Qb * p
+        assert 2 * (steps // Qb) * p * n <= 3 * nc * Qb * p
 
 
 def _make(b, T, h, g, p, n, seed):

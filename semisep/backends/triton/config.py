@@ -116,17 +116,19 @@ def span_steps(T: int, p: int, n: int, chunk_size: Optional[int], dtype) -> Opti
     The backward stores the state entering each of its chunks for the reverse sweep, p x n
     per chunk of Q steps: n / Q times the elements of x. It runs in spans, last first
     (each: the forward sweep from the state entering it, which the forward kept, then the
-    reverse sweep, carrying the adjoint to the span before), so that one span's states hold
-    at most as many elements as x: one span for n <= Q (the default chunks of 64 at
-    n <= 64), four at n = 128 (chunks of 32): for the peak memory of a forward+backward.
-    Spans are whole chunks of the forward's and of the backward's (powers of two).
-    ``SPAN`` in ``SEMISEP_TRITON_BWD`` sets the backward's chunks per span (experiments,
-    tests). ``chunk_size`` None or -1: the default.
+    reverse sweep, carrying the adjoint to the span before; a launch per sweep and span),
+    so that one span's states hold at most 1.5 times x's elements: one span for n <= Q
+    (the default chunks of 64 at n <= 64), three at n = 128 (chunks of 32), for the peak
+    memory of a forward+backward (H200 s13: 2020 MB at T = 16K, N = 128, against 3361 in
+    one span and mamba_ssm's 2336; each span boundary costs 4-8 % of the time: fewer spans
+    of more states would not meet mamba_ssm's peak). Spans are whole chunks of the
+    forward's and of the backward's. ``SPAN`` in ``SEMISEP_TRITON_BWD`` sets the backward's
+    chunks per span (experiments, tests). ``chunk_size`` None or -1: the default.
     """
     chunk = chunk_size if chunk_size and chunk_size > 0 else None
     cfg = pick_config(p, n, chunk, dtype, "bwd")
     Qb, Qf = cfg["Q"], pick_config(p, n, chunk, dtype, "fwd")["Q"]
-    per = cfg.get("SPAN") or max(1, _cdiv(T, Qb) * Qb // max(n, 1))
+    per = cfg.get("SPAN") or max(1, 3 * _cdiv(T, Qb) * Qb // (2 * max(n, 1)))
     steps = _cdiv(per * Qb, Qf) * Qf
     return steps if steps < T else None
 

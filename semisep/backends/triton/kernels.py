@@ -30,12 +30,11 @@ launched once per loop kind and a program runs in the launch its chunk decays pi
 :func:`.config._launches`) once with both loops, each program running the one its chunk
 decays pick.
 
-The backward runs in spans where its stored states would exceed x's elements
+The backward runs in spans where its stored states would exceed 1.5 times x's elements
 (:func:`.config.span_steps`): the forward writes the state entering each span after the first
-(``SPANS``), and :func:`ssd_bwd_kernel` runs, last span first, each span's two sweeps (over
-chunks ``[C0, C1)``, the states in a buffer of ``NCS`` chunks) from that state and from the
-adjoint the span after it left. In one span the two sweep kernels run the same sweeps over
-the whole call.
+(``SPANS``), and the two sweep kernels run, last span first, a launch each per span
+(``SPANNED``: over chunks ``[C0, C1)``, the states in a buffer of ``PER`` chunks) from that
+state and from the adjoint the span after it left. In one span they run over the whole call.
 
 Backward: a decay pre-pass (on by default); two sweeps, each recomputing what it needs:
 
@@ -81,14 +80,12 @@ def _kahan_add(total, err, v):
 
 
 @triton.constexpr_function
-def _stages(F, EXACT_STAGES, STAGES=0):
-    """The chunk loop's pipeline stages: ``STAGES`` (the launch's where 0), or for the exact
-    loop (F = 0) ``EXACT_STAGES`` where it is set (not 0). An experiment (``SEMISEP_TRITON_FWD``
-    / ``_BWD`` field): in a one-launch sweep the exact loop's pipelining costs the factored loop
-    shared memory loads and spills (Triton 3.6 proxy, benchmarks/NOTES.md s10)."""
-    if F == 0 and EXACT_STAGES:
-        return EXACT_STAGES
-    return STAGES if STAGES else None
+def _stages(F, EXACT_STAGES):
+    """The chunk loop's pipeline stages: the launch's (None), or for the exact loop (F = 0)
+    ``EXACT_STAGES`` where it is set (not 0). An experiment (``SEMISEP_TRITON_FWD`` / ``_BWD``
+    field): in a one-launch sweep the exact loop's pipelining costs the factored loop shared
+    memory loads and spills (Triton 3.6 proxy, benchmarks/NOTES.md s10)."""
+    return EXACT_STAGES if F == 0 and EXACT_STAGES else None
 
 
 @triton.jit
@@ -130,7 +127,7 @@ def ssd_fwd_kernel(
     WIDE: a (b, group)'s tiles hold 2^31 elements or more (int64 offsets within them).
 
     SPANS: in spans of ``PER`` chunks, the state after each span but the last goes to ``ck``
-    (fp32 (b, H, P, N) slots ``SLOT`` elements apart), for the backward (:func:`ssd_bwd_kernel`).
+    (fp32 (b, H, P, N) slots ``SLOT`` elements apart), for the backward (:func:`ssd_bwd_fwdsweep_kernel`).
     """
     pid_p, pid_bh, b64, h, grp = _program(H, G)
     n_chunks = tl.cdiv(T, Q)
@@ -268,7 +265,7 @@ def _bwd_fwd_sweep(
     CLAMP_C: tl.constexpr, PRE: tl.constexpr, FACTOR: tl.constexpr,
     ATOMIC: tl.constexpr, FAST: tl.constexpr, FACTORED: tl.constexpr,
     EVEN: tl.constexpr, WIDE: tl.constexpr, ONE_LAUNCH: tl.constexpr,
-    EXACT_STAGES: tl.constexpr, STAGES: tl.constexpr,
+    EXACT_STAGES: tl.constexpr,
 ):
     """Forward sweep of the backward over span ``k``, chunks ``[C0, C1)``, from the state
     entering it (``h0`` for span 0, else the forward's checkpoint ``k - 1`` in ``ck``): dC
@@ -305,7 +302,7 @@ def _bwd_fwd_sweep(
                 Dv = _load_D(D_ptr, h, P, offs_p, D_PER_P)
                 dD_acc = tl.zeros((BP,), dtype=tl.float32)
 
-            for c in tl.range(C0, C1, num_stages=_stages(F, EXACT_STAGES, STAGES)):
+            for c in tl.range(C0, C1, num_stages=_stages(F, EXACT_STAGES)):
                 t = c * Q + offs_q.to(tl.int64)
                 dtv, hi, lo, e_in, to_end, e_tot, inv = _decays_all(
                     PRE, dec_ptr, etot_ptr, tl.num_programs(1), NC, c, dt_ptr, A_ptr, dtb_ptr,
@@ -425,7 +422,7 @@ def _bwd_rev_sweep(
     CLAMP_C: tl.constexpr, PRE: tl.constexpr, FACTOR: tl.constexpr,
     ATOMIC: tl.constexpr, FAST: tl.constexpr, FACTORED: tl.constexpr,
     EVEN: tl.constexpr, WIDE: tl.constexpr, E_ON_C: tl.constexpr,
-    ONE_LAUNCH: tl.constexpr, EXACT_STAGES: tl.constexpr, STAGES: tl.constexpr,
+    ONE_LAUNCH: tl.constexpr, EXACT_STAGES: tl.constexpr,
 ):
     """Reverse sweep of the backward over span ``k`` of ``NSPAN``, chunks ``[C0, C1)``, from
     the adjoint leaving it (d final state for the last span, else ``carry``, where the span
@@ -482,7 +479,7 @@ def _bwd_rev_sweep(
             if HAS_D:
                 Dv = _load_D(D_ptr, h, P, offs_p, D_PER_P)
 
-            for i in tl.range(0, C1 - C0, num_stages=_stages(F, EXACT_STAGES, STAGES)):
+            for i in tl.range(0, C1 - C0, num_stages=_stages(F, EXACT_STAGES)):
                 c = C1 - 1 - i
                 t = c * Q + offs_q.to(tl.int64)
                 dtv, hi, lo, e_in, to_end, e_tot, inv = _decays_all(
@@ -613,10 +610,10 @@ def _bwd_rev_sweep(
 
 @triton.jit
 def ssd_bwd_fwdsweep_kernel(
-    x_ptr, dt_ptr, A_ptr, dtb_ptr, B_ptr, C_ptr, D_ptr, z_ptr, h0_ptr, seq_ptr, dy_ptr,
+    x_ptr, dt_ptr, A_ptr, dtb_ptr, B_ptr, C_ptr, D_ptr, z_ptr, h0_ptr, ck_ptr, seq_ptr, dy_ptr,
     dec_ptr, etot_ptr,
     dC_ptr, w_ptr, dz_ptr, dD_ptr, st_ptr,
-    T, H, G, P, N,
+    T, H, G, P, N, C0, C1, PER, k, SLOT,
     HAS_DT: tl.constexpr, DT_SOFTPLUS: tl.constexpr, HAS_DTB: tl.constexpr,
     HAS_D: tl.constexpr, D_PER_P: tl.constexpr, HAS_Z: tl.constexpr, HAS_H0: tl.constexpr,
     HAS_SEQ: tl.constexpr,
@@ -624,28 +621,38 @@ def ssd_bwd_fwdsweep_kernel(
     CLAMP_C: tl.constexpr, PRE: tl.constexpr = False, FACTOR: tl.constexpr = True,
     ATOMIC: tl.constexpr = False, FAST: tl.constexpr = False, FACTORED: tl.constexpr = False,
     EVEN: tl.constexpr = False, WIDE: tl.constexpr = False, ONE_LAUNCH: tl.constexpr = False,
-    EXACT_STAGES: tl.constexpr = 0,
+    EXACT_STAGES: tl.constexpr = 0, SPANNED: tl.constexpr = False,
 ):
-    """:func:`_bwd_fwd_sweep` over the whole call (one span): the backward's first launch
-    where it runs in one span. (The two sweeps in one kernel, :func:`ssd_bwd_kernel`, take
-    3-13 % more instructions per chunk: Triton 3.6 proxy, benchmarks/NOTES.md s12.)"""
+    """:func:`_bwd_fwd_sweep`, the backward's first launch: with ``SPANNED`` over span ``k``,
+    chunks ``[C0, C1)`` (states in slots of ``PER`` chunks), from h0 (span 0) or the forward's
+    checkpoint ``k - 1`` in ``ck`` (slots of ``SLOT``); else over the whole call, the span
+    arguments unread."""
     NC = tl.cdiv(T, Q)
-    _bwd_fwd_sweep(
-        x_ptr, dt_ptr, A_ptr, dtb_ptr, B_ptr, C_ptr, D_ptr, z_ptr, h0_ptr, h0_ptr, seq_ptr,
-        dy_ptr, dec_ptr, etot_ptr, dC_ptr, w_ptr, dz_ptr, dD_ptr, st_ptr,
-        T, H, G, P, N, 0, NC, NC, 0, 0,
-        HAS_DT, DT_SOFTPLUS, HAS_DTB, HAS_D, D_PER_P, HAS_Z, HAS_H0, HAS_SEQ,
-        Q, BP, BN, PREC, CLAMP_C, PRE, FACTOR, ATOMIC, FAST, FACTORED, EVEN, WIDE,
-        ONE_LAUNCH, EXACT_STAGES, 0)
+    if SPANNED:
+        _bwd_fwd_sweep(
+            x_ptr, dt_ptr, A_ptr, dtb_ptr, B_ptr, C_ptr, D_ptr, z_ptr, h0_ptr, ck_ptr, seq_ptr,
+            dy_ptr, dec_ptr, etot_ptr, dC_ptr, w_ptr, dz_ptr, dD_ptr, st_ptr,
+            T, H, G, P, N, C0, C1, PER, k, SLOT,
+            HAS_DT, DT_SOFTPLUS, HAS_DTB, HAS_D, D_PER_P, HAS_Z, HAS_H0, HAS_SEQ,
+            Q, BP, BN, PREC, CLAMP_C, PRE, FACTOR, ATOMIC, FAST, FACTORED, EVEN, WIDE,
+            ONE_LAUNCH, EXACT_STAGES)
+    else:
+        _bwd_fwd_sweep(
+            x_ptr, dt_ptr, A_ptr, dtb_ptr, B_ptr, C_ptr, D_ptr, z_ptr, h0_ptr, h0_ptr, seq_ptr,
+            dy_ptr, dec_ptr, etot_ptr, dC_ptr, w_ptr, dz_ptr, dD_ptr, st_ptr,
+            T, H, G, P, N, 0, NC, NC, 0, 0,
+            HAS_DT, DT_SOFTPLUS, HAS_DTB, HAS_D, D_PER_P, HAS_Z, HAS_H0, HAS_SEQ,
+            Q, BP, BN, PREC, CLAMP_C, PRE, FACTOR, ATOMIC, FAST, FACTORED, EVEN, WIDE,
+            ONE_LAUNCH, EXACT_STAGES)
 
 
 @triton.jit
 def ssd_bwd_revsweep_kernel(
     x_ptr, dt_ptr, A_ptr, dtb_ptr, B_ptr, C_ptr, D_ptr, z_ptr, seq_ptr, dy_ptr, dhT_ptr,
-    dec_ptr, etot_ptr,
+    carry_ptr, dec_ptr, etot_ptr,
     st_ptr, w_ptr,
     dx_ptr, dB_ptr, ddt_ptr, dsum_ptr, dh0_ptr,
-    T, H, G, P, N, NPB,
+    T, H, G, P, N, NPB, C0, C1, PER, k, NSPAN,
     HAS_DT: tl.constexpr, DT_SOFTPLUS: tl.constexpr, HAS_DTB: tl.constexpr,
     HAS_D: tl.constexpr, D_PER_P: tl.constexpr, HAS_Z: tl.constexpr,
     HAS_SEQ: tl.constexpr, HAS_DHT: tl.constexpr, STORE_DH0: tl.constexpr,
@@ -654,74 +661,30 @@ def ssd_bwd_revsweep_kernel(
     ATOMIC: tl.constexpr = False, FAST: tl.constexpr = False, FACTORED: tl.constexpr = False,
     EVEN: tl.constexpr = False, WIDE: tl.constexpr = False, E_ON_C: tl.constexpr = False,
     ONE_LAUNCH: tl.constexpr = False, EXACT_STAGES: tl.constexpr = 0,
+    SPANNED: tl.constexpr = False,
 ):
-    """:func:`_bwd_rev_sweep` over the whole call (one span): the backward's second launch
-    where it runs in one span."""
+    """:func:`_bwd_rev_sweep`, the backward's second launch: with ``SPANNED`` over span ``k``
+    of ``NSPAN`` (chunks ``[C0, C1)``), the adjoint from d(final state) or ``carry`` to
+    ``carry`` or d h0; else over the whole call, the span arguments unread."""
     NC = tl.cdiv(T, Q)
-    _bwd_rev_sweep(
-        x_ptr, dt_ptr, A_ptr, dtb_ptr, B_ptr, C_ptr, D_ptr, z_ptr, seq_ptr, dy_ptr,
-        dhT_ptr, dhT_ptr, dec_ptr, etot_ptr, st_ptr, w_ptr,
-        dx_ptr, dB_ptr, ddt_ptr, dsum_ptr, dh0_ptr,
-        T, H, G, P, N, NPB, 0, NC, NC, 0, 1,
-        HAS_DT, DT_SOFTPLUS, HAS_DTB, HAS_D, D_PER_P, HAS_Z, HAS_SEQ, HAS_DHT, STORE_DH0,
-        Q, BP, BN, PREC, CLAMP_C, PRE, FACTOR, ATOMIC, FAST, FACTORED, EVEN, WIDE, E_ON_C,
-        ONE_LAUNCH, EXACT_STAGES, 0)
-
-
-@triton.jit
-def ssd_bwd_kernel(
-    x_ptr, dt_ptr, A_ptr, dtb_ptr, B_ptr, C_ptr, D_ptr, z_ptr, h0_ptr, seq_ptr, dy_ptr,
-    dhT_ptr, dec_ptr, etot_ptr, ck_ptr, carry_ptr, st_ptr, w_ptr,
-    dC_ptr, dz_ptr, dD_ptr, dx_ptr, dB_ptr, ddt_ptr, dsum_ptr, dh0_ptr,
-    T, H, G, P, N, NPB, PER, SLOT,
-    HAS_DT: tl.constexpr, DT_SOFTPLUS: tl.constexpr, HAS_DTB: tl.constexpr,
-    HAS_D: tl.constexpr, D_PER_P: tl.constexpr, HAS_Z: tl.constexpr, HAS_H0: tl.constexpr,
-    HAS_SEQ: tl.constexpr, HAS_DHT: tl.constexpr, STORE_DH0: tl.constexpr,
-    Q: tl.constexpr, BP: tl.constexpr, BN: tl.constexpr, PREC: tl.constexpr,
-    CLAMP_C: tl.constexpr, PRE: tl.constexpr = False, FACTOR: tl.constexpr = True,
-    ATOMIC: tl.constexpr = False, FAST: tl.constexpr = False, FACTORED: tl.constexpr = False,
-    EVEN: tl.constexpr = False, WIDE: tl.constexpr = False, E_ON_C: tl.constexpr = False,
-    ONE_LAUNCH: tl.constexpr = False, EXACT_STAGES: tl.constexpr = 0,
-    FWD_STAGES: tl.constexpr = 0,
-):
-    """The backward in spans (more than one): per span of ``PER`` chunks, last first, the
-    forward sweep (:func:`_bwd_fwd_sweep`) then the reverse sweep (:func:`_bwd_rev_sweep`),
-    each program on its own (b, h, p-block): the states a span stores, its ``w`` and the
-    adjoint it leaves in ``carry`` are written and read back by the same program (a barrier
-    between), so one launch does it all, and no program waits for another between spans or
-    sweeps (a launch per sweep and span cost 8-19 % of each launch's time, H200 s12-4).
-    ``ck``: the forward's checkpoints (:func:`ssd_fwd_kernel`); ``FWD_STAGES`` the forward
-    sweep's pipeline stages (0: the launch's, which the reverse sweep takes). Without ATOMIC
-    each span puts its dD and sums in its own slice of ``dD`` and ``dsum``."""
-    NC = tl.cdiv(T, Q)
-    n_spans = tl.cdiv(NC, PER)
-    for i in range(0, n_spans):
-        k = n_spans - 1 - i
-        c0 = k * PER
-        c1 = tl.minimum(c0 + PER, NC)
-        if ATOMIC:
-            dD_k = dD_ptr
-            dsum_k = dsum_ptr
-        else:
-            dD_k = dD_ptr + tl.cast(k, tl.int64) * tl.num_programs(1) * P
-            dsum_k = dsum_ptr + tl.cast(k, tl.int64) * 2 * NPB * tl.num_programs(1)
-        _bwd_fwd_sweep(
-            x_ptr, dt_ptr, A_ptr, dtb_ptr, B_ptr, C_ptr, D_ptr, z_ptr, h0_ptr, ck_ptr, seq_ptr,
-            dy_ptr, dec_ptr, etot_ptr, dC_ptr, w_ptr, dz_ptr, dD_k, st_ptr,
-            T, H, G, P, N, c0, c1, PER, k, SLOT,
-            HAS_DT, DT_SOFTPLUS, HAS_DTB, HAS_D, D_PER_P, HAS_Z, HAS_H0, HAS_SEQ,
-            Q, BP, BN, PREC, CLAMP_C, PRE, FACTOR, ATOMIC, FAST, FACTORED, EVEN, WIDE,
-            ONE_LAUNCH, EXACT_STAGES, FWD_STAGES)
-        tl.debug_barrier()      # the span's states and w, stored, before the reverse sweep
+    if SPANNED:
         _bwd_rev_sweep(
             x_ptr, dt_ptr, A_ptr, dtb_ptr, B_ptr, C_ptr, D_ptr, z_ptr, seq_ptr, dy_ptr,
             dhT_ptr, carry_ptr, dec_ptr, etot_ptr, st_ptr, w_ptr,
-            dx_ptr, dB_ptr, ddt_ptr, dsum_k, dh0_ptr,
-            T, H, G, P, N, NPB, c0, c1, PER, k, n_spans,
+            dx_ptr, dB_ptr, ddt_ptr, dsum_ptr, dh0_ptr,
+            T, H, G, P, N, NPB, C0, C1, PER, k, NSPAN,
             HAS_DT, DT_SOFTPLUS, HAS_DTB, HAS_D, D_PER_P, HAS_Z, HAS_SEQ, HAS_DHT, STORE_DH0,
             Q, BP, BN, PREC, CLAMP_C, PRE, FACTOR, ATOMIC, FAST, FACTORED, EVEN, WIDE, E_ON_C,
-            ONE_LAUNCH, EXACT_STAGES, 0)
-        tl.debug_barrier()      # the adjoint in carry, and the states read, before the next span
+            ONE_LAUNCH, EXACT_STAGES)
+    else:
+        _bwd_rev_sweep(
+            x_ptr, dt_ptr, A_ptr, dtb_ptr, B_ptr, C_ptr, D_ptr, z_ptr, seq_ptr, dy_ptr,
+            dhT_ptr, dhT_ptr, dec_ptr, etot_ptr, st_ptr, w_ptr,
+            dx_ptr, dB_ptr, ddt_ptr, dsum_ptr, dh0_ptr,
+            T, H, G, P, N, NPB, 0, NC, NC, 0, 1,
+            HAS_DT, DT_SOFTPLUS, HAS_DTB, HAS_D, D_PER_P, HAS_Z, HAS_SEQ, HAS_DHT, STORE_DH0,
+            Q, BP, BN, PREC, CLAMP_C, PRE, FACTOR, ATOMIC, FAST, FACTORED, EVEN, WIDE, E_ON_C,
+            ONE_LAUNCH, EXACT_STAGES)
 
 
 @triton.jit

@@ -206,10 +206,10 @@ def _pre_decays(pre, opts, dtla, A, dt_bias, seq_idx, Q, d, ak):
 
 def _bwd_plan(b, T, h, p, g, n, dtype, has_dt, dt_softplus, has_dtb, D_dim, has_z, has_h0,
               has_seq, has_dhT, need_dh0, chunk_size, atomic):
-    """``(Q, BP, grid, pre, decays Options (with GRAD_ROWS), [(kernel, Options)], spans,
-    chunks per span)``: the launches, in order, each a loop kind or one holding both. In one
-    span the forward sweep's kernel, then the reverse sweep's; in more
-    (:func:`.config.span_steps`), :func:`.kernels.ssd_bwd_kernel`, both sweeps span by span."""
+    """``(Q, BP, grid, pre, decays Options (with GRAD_ROWS), forward sweep launches, reverse
+    sweep launches, spans, chunks per span)``: each sweep's launches ``[(kernel, Options)]``,
+    a loop kind each or one holding both, run once per span (:func:`.config.span_steps`;
+    ``SPANNED`` where there is more than one), last span first."""
     cfg = pick_config(p, n, None if chunk_size < 0 else chunk_size, dtype, "bwd")
     Q, BP = cfg["Q"], cfg["BP"]
     pre = _pre("bwd")
@@ -221,24 +221,15 @@ def _bwd_plan(b, T, h, p, g, n, dtype, has_dt, dt_softplus, has_dtb, D_dim, has_
                  HAS_SEQ=has_seq, Q=Q, BP=BP, BN=cfg["BN"], PREC=_prec(dtype), CLAMP_C=CLAMP,
                  EVEN=_even(cfg, T, p, n), WIDE=_wide(per * p * n), PRE=pre,
                  FACTOR=_factor("bwd"), ATOMIC=atomic, FAST=fast,
-                 EXACT_STAGES=cfg.get("EXACT_STAGES", 0))
+                 EXACT_STAGES=cfg.get("EXACT_STAGES", 0), SPANNED=spans > 1)
     dec_opts = _dec_options(head, has_seq, Q, True, h)
-    rev = dict(HAS_DHT=has_dhT, STORE_DH0=need_dh0, E_ON_C=bool(cfg["E_ON_C"]))
-    if spans == 1:
-        fwd_sweep_opts = _launch_opts(dict(cfg, num_stages=cfg["fwd_sweep_stages"]))
-        launches = [(K.ssd_bwd_fwdsweep_kernel, Options(
-            **flags, HAS_H0=has_h0, FACTORED=f, ONE_LAUNCH=one, **fwd_sweep_opts))
-            for f, one in kinds] + [(K.ssd_bwd_revsweep_kernel, Options(
-                **flags, **rev, FACTORED=f, ONE_LAUNCH=one, **_launch_opts(cfg)))
-            for f, one in kinds]
-    else:
-        # the forward sweep's loop with fwd_sweep_stages, the reverse sweep's the launch's
-        launch_opts = _launch_opts(cfg)
-        launches = [(K.ssd_bwd_kernel, Options(
-            **flags, **rev, HAS_H0=has_h0, FACTORED=f, ONE_LAUNCH=one,
-            FWD_STAGES=cfg["fwd_sweep_stages"] if launch_opts else 0, **launch_opts))
-            for f, one in kinds]
-    return Q, BP, (_cdiv(p, BP), b * h), pre, dec_opts, launches, spans, per
+    fwd_sweep = [(K.ssd_bwd_fwdsweep_kernel, Options(
+        **flags, HAS_H0=has_h0, FACTORED=f, ONE_LAUNCH=one,
+        **_launch_opts(dict(cfg, num_stages=cfg["fwd_sweep_stages"])))) for f, one in kinds]
+    rev_sweep = [(K.ssd_bwd_revsweep_kernel, Options(
+        **flags, HAS_DHT=has_dhT, STORE_DH0=need_dh0, E_ON_C=bool(cfg["E_ON_C"]),
+        FACTORED=f, ONE_LAUNCH=one, **_launch_opts(cfg))) for f, one in kinds]
+    return Q, BP, (_cdiv(p, BP), b * h), pre, dec_opts, fwd_sweep, rev_sweep, spans, per
 
 
 def _sweeps_bwd(dy, dhT, x, dtla, A, B, C, D, z, dt_bias, h0, seq_idx, has_dt, dt_softplus,
@@ -262,7 +253,7 @@ def _sweeps_bwd(dy, dhT, x, dtla, A, B, C, D, z, dt_bias, h0, seq_idx, has_dt, d
     ak = arg_key((x, dtla, A, B, C, D, z, dt_bias, h0, seq_idx, dy, dhT), x.shape, B.shape,
                  st_dtype)
     atomic = not torch.are_deterministic_algorithms_enabled()
-    Q, BP, grid, pre, dec_opts, launches, spans, per = _plan(
+    Q, BP, grid, pre, dec_opts, fwd_sweep, rev_sweep, spans, per = _plan(
         _bwd_plan, b, T, h, p, g, n, x.dtype, has_dt, dt_softplus, dt_bias is not None,
         None if D is None else D.dim(), z is not None, h0 is not None, seq_idx is not None,
         dhT is not None, need_dh0, chunk_size, atomic)
@@ -272,6 +263,7 @@ def _sweeps_bwd(dy, dhT, x, dtla, A, B, C, D, z, dt_bias, h0, seq_idx, has_dt, d
             f"checkpoints, got {None if ckpt is None else ckpt.shape[0]} (were the Triton "
             "knobs changed between the forward and the backward?)")
     npb = grid[0]
+    nc = _cdiv(T, Q)
     f32 = dict(device=x.device, dtype=torch.float32)
     grads = _GradBuffers(b, T, h, g, p, n, npb, D, f32, atomic, spans)
     w = torch.empty(npb, b * h, T, **f32)
@@ -280,6 +272,8 @@ def _sweeps_bwd(dy, dhT, x, dtla, A, B, C, D, z, dt_bias, h0, seq_idx, has_dt, d
     dz = torch.empty_like(z) if z is not None else None
     d = _dummy(x)
     o = lambda t: t if t is not None else d  # noqa: E731
+    slot = _slot_size(b, h, p, n)
+    dx = None
     with _device_ctx(x):
         if T > 0:
             if (pre and decays is not None and decays[0] == Q
@@ -288,26 +282,27 @@ def _sweeps_bwd(dy, dhT, x, dtla, A, B, C, D, z, dt_bias, h0, seq_idx, has_dt, d
             else:
                 dec, etot = _pre_decays(pre, dec_opts, dtla, A, dt_bias, seq_idx, Q, d, ak)
         ins = (x, dtla, o(A), o(dt_bias), Bx, Cx, o(D), o(z))
-        if T > 0 and spans == 1:
-            for kernel, opts in launches[:len(launches) // 2]:
-                launch(kernel, grid, *ins, o(h0), o(seq_idx), dy, dec, etot, grads.ws, w, o(dz),
-                       o(grads.dD), states, T, h, g, p, n, arg_key=ak, opts=opts)
-        dx = torch.empty_like(x)
-        ddt = torch.empty(npb, b, T, h, **f32)      # the raw dt's (or log_a's) gradient
-        dh0 = torch.empty(b, h, p, n, **f32) if need_dh0 else None
-        if T > 0 and spans == 1:
-            for kernel, opts in launches[len(launches) // 2:]:
-                launch(kernel, grid, *ins, o(seq_idx), dy, o(dhT), dec, etot, states, w, dx,
-                       grads.dB, ddt, grads.sums, o(dh0), T, h, g, p, n, npb, arg_key=ak,
-                       opts=opts)
-        elif T > 0:
-            # the adjoint entering a span, left by the span after it
-            carry = torch.empty(b, h, p, n, **f32)
-            for kernel, opts in launches:
-                launch(kernel, grid, *ins, o(h0), o(seq_idx), dy, o(dhT), dec, etot, ckpt,
-                       carry, states, w, grads.ws, o(dz), o(grads.dD), dx, grads.dB, ddt,
-                       grads.sums, o(dh0), T, h, g, p, n, npb, per, _slot_size(b, h, p, n),
-                       arg_key=ak, opts=opts)
+        for k in reversed(range(spans)):
+            c0, c1 = k * per, min(nc, (k + 1) * per)
+            # the span's index and bounds specialize its launches (an int of 1, or one that
+            # 16 divides, compiles apart): part of their argument key
+            key = ak if spans == 1 else (ak, k)
+            if T > 0:
+                for kernel, opts in fwd_sweep:
+                    launch(kernel, grid, *ins, o(h0), ckpt if spans > 1 else d, o(seq_idx),
+                           dy, dec, etot, grads.ws, w, o(dz), o(grads.dD_of(k)), states,
+                           T, h, g, p, n, c0, c1, per, k, slot, arg_key=key, opts=opts)
+            if dx is None:
+                dx = torch.empty_like(x)
+                ddt = torch.empty(npb, b, T, h, **f32)      # the raw dt's (or log_a's) gradient
+                dh0 = torch.empty(b, h, p, n, **f32) if need_dh0 else None
+                # the adjoint entering a span, left by the span after it
+                carry = torch.empty(b, h, p, n, **f32) if spans > 1 else d
+            if T > 0:
+                for kernel, opts in rev_sweep:
+                    launch(kernel, grid, *ins, o(seq_idx), dy, o(dhT), carry, dec, etot,
+                           states, w, dx, grads.dB, ddt, grads.sums_of(k), o(dh0),
+                           T, h, g, p, n, npb, c0, c1, per, k, spans, arg_key=key, opts=opts)
     if T == 0:
         if need_dh0:
             dh0.copy_(dhT if dhT is not None else torch.zeros_like(dh0))
@@ -329,8 +324,8 @@ class _GradBuffers:
     dD (D's shape); the totals are views of it (one fill, no reduction; the order of the
     additions is not fixed, so not bit-reproducible). Else, under
     ``torch.use_deterministic_algorithms``, one partial per (p-block, b, h), dC's then dB's
-    in ``ws``, and per (span, p-block, b, h) for the sums and dD (each span of
-    :func:`.kernels.ssd_bwd_kernel` writes its own), and one torch reduction per group. The
+    in ``ws``, and per (span, p-block, b, h) for the sums and dD (each span writes its own),
+    and one torch reduction per group. The
     views are made with the buffer, before the first launch.
     """
 
@@ -349,6 +344,14 @@ class _GradBuffers:
             self.sums = torch.empty(spans, 2, npb, b, h, **f32)
             dD = torch.empty(spans, b, h, p, **f32)
         self.dD = dD if D is not None else None
+
+    def dD_of(self, k):
+        """Where span ``k`` puts its dD."""
+        return self.dD if self.atomic or self.dD is None else self.dD[k]
+
+    def sums_of(self, k):
+        """Where span ``k`` puts its sums."""
+        return self.sums if self.atomic else self.sums[k]
 
     def zero_(self):
         """For T = 0 (no launch); with ``atomic`` the sums and dD are views of ``ws``."""
