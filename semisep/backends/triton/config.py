@@ -119,9 +119,9 @@ def span_steps(T: int, p: int, n: int, chunk_size: Optional[int], dtype) -> Opti
     reverse sweep, carrying the adjoint to the span before; a launch per sweep and span),
     so that one span's states hold at most 1.5 times x's elements: one span for n <= Q
     (the default chunks of 64 at n <= 64), three at n = 128 (chunks of 32), for the peak
-    memory of a forward+backward (H200 s13: 2020 MB at T = 16K, N = 128, against 3361 in
-    one span and mamba_ssm's 2336; each span boundary costs 4-8 % of the time: fewer spans
-    of more states would not meet mamba_ssm's peak). Spans are whole chunks of the
+    memory of a forward+backward (H200 s13-3: 2104 MB at T = 16K, N = 128, against 3361 in
+    one span and mamba_ssm's 2336; each span boundary costs 5-8 % of the time, s13-2, but
+    two spans take 2353 MB). Spans are whole chunks of the
     forward's and of the backward's. ``SPAN`` in ``SEMISEP_TRITON_BWD`` sets the backward's
     chunks per span (experiments, tests). ``chunk_size`` None or -1: the default.
     """
