@@ -62,6 +62,17 @@ def segments_by_definition(la, seq, Q):
     return seg, ls, e[..., -1], e.min(-1).values
 
 
+def assert_exp2_close(got, arg):
+    """``got`` (fp32) is ``2^arg`` to the rounding the kernels make: a few ulps of exp2 and
+    the fp32 log2-decays' own rounding (2^-24 relative each), which an argument of magnitude
+    |arg| carries into the result as ln 2 |arg| 2^-24 (hypothesis found 2.01e-6 at |arg| 48)."""
+    want = torch.exp2(arg)
+    tol = want * (2.0 ** -21 + 2 * math.log(2) * arg.abs() * 2.0 ** -24)
+    got = got.double().reshape(want.shape)
+    bad = (got - want).abs() > tol
+    assert not bad.any(), (got[bad][:4], want[bad][:4], arg[bad][:4])
+
+
 @settings(max_examples=12, deadline=None)
 @given(b=st.integers(1, 2), T=st.integers(1, 70), h=st.integers(1, 3),
        lengths=st.lists(st.lists(st.integers(1, 20), min_size=1, max_size=8), min_size=2,
@@ -88,11 +99,11 @@ def test_prepass_segment_rows(b, T, h, lengths, inf_at, seed):
     seg, ls, e_tot_s, least = segments_by_definition(la, seq, Q)
     rows = dec.view(10, b * h, nc, Q)
     assert torch.equal(rows[7], seg.float())
-    torch.testing.assert_close(rows[6].double(), torch.exp2(ls), rtol=2e-6, atol=0)
-    torch.testing.assert_close(rows[5].double(), torch.exp2(torch.clamp(-ls, max=126.0)),
-                               rtol=2e-6, atol=0)
-    torch.testing.assert_close(etot[1].double(), e_tot_s, rtol=2e-6, atol=0)
-    torch.testing.assert_close(etot[2].double(), least, rtol=2e-6, atol=0)
+    assert_exp2_close(rows[6], ls)
+    assert_exp2_close(rows[5], torch.clamp(-ls, max=126.0))
+    assert_exp2_close(etot[1], ls[..., -1])
+    torch.testing.assert_close(etot[2].double(), least, rtol=2e-6 + 1e-7 * ls.abs().max().item(),
+                               atol=0)
     # without a reset in the chunk (and no seq_idx change) the rows are the unsegmented ones
     plain = (seg[..., -1] == 0)
     rows0 = dec0.view(8, b * h, nc, Q)

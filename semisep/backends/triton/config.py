@@ -121,9 +121,9 @@ def span_steps(T: int, p: int, n: int, chunk_size: Optional[int], dtype) -> Opti
     (the default chunks of 64 at n <= 64), three at n = 128 (chunks of 32), for the peak
     memory of a forward+backward (H200 s13-3: 2104 MB at T = 16K, N = 128, against 3361 in
     one span and mamba_ssm's 2336; each span boundary costs 5-8 % of the time, s13-2, but
-    two spans take 2353 MB). Spans are whole chunks of the
-    forward's and of the backward's. ``SPAN`` in ``SEMISEP_TRITON_BWD`` sets the backward's
-    chunks per span (experiments, tests). ``chunk_size`` None or -1: the default.
+    two spans take 2353 MB). Spans are whole chunks of the forward's and of the backward's.
+    ``SPAN`` in ``SEMISEP_TRITON_BWD`` sets the backward's chunks per span (experiments,
+    tests). ``chunk_size`` None or -1: the default.
     """
     chunk = chunk_size if chunk_size and chunk_size > 0 else None
     cfg = pick_config(p, n, chunk, dtype, "bwd")

@@ -127,7 +127,8 @@ def ssd_fwd_kernel(
     WIDE: a (b, group)'s tiles hold 2^31 elements or more (int64 offsets within them).
 
     SPANS: in spans of ``PER`` chunks, the state after each span but the last goes to ``ck``
-    (fp32 (b, H, P, N) slots ``SLOT`` elements apart), for the backward (:func:`ssd_bwd_fwdsweep_kernel`).
+    (fp32 (b, H, P, N) slots ``SLOT`` elements apart), for the backward's spans
+    (:func:`ssd_bwd_fwdsweep_kernel`).
     """
     pid_p, pid_bh, b64, h, grp = _program(H, G)
     n_chunks = tl.cdiv(T, Q)
@@ -627,23 +628,17 @@ def ssd_bwd_fwdsweep_kernel(
     chunks ``[C0, C1)`` (states in slots of ``PER`` chunks), from h0 (span 0) or the forward's
     checkpoint ``k - 1`` in ``ck`` (slots of ``SLOT``); else over the whole call, the span
     arguments unread."""
-    NC = tl.cdiv(T, Q)
     if SPANNED:
-        _bwd_fwd_sweep(
-            x_ptr, dt_ptr, A_ptr, dtb_ptr, B_ptr, C_ptr, D_ptr, z_ptr, h0_ptr, ck_ptr, seq_ptr,
-            dy_ptr, dec_ptr, etot_ptr, dC_ptr, w_ptr, dz_ptr, dD_ptr, st_ptr,
-            T, H, G, P, N, C0, C1, PER, k, SLOT,
-            HAS_DT, DT_SOFTPLUS, HAS_DTB, HAS_D, D_PER_P, HAS_Z, HAS_H0, HAS_SEQ,
-            Q, BP, BN, PREC, CLAMP_C, PRE, FACTOR, ATOMIC, FAST, FACTORED, EVEN, WIDE,
-            ONE_LAUNCH, EXACT_STAGES)
+        c0, c1, per, span, start = C0, C1, PER, k, ck_ptr
     else:
-        _bwd_fwd_sweep(
-            x_ptr, dt_ptr, A_ptr, dtb_ptr, B_ptr, C_ptr, D_ptr, z_ptr, h0_ptr, h0_ptr, seq_ptr,
-            dy_ptr, dec_ptr, etot_ptr, dC_ptr, w_ptr, dz_ptr, dD_ptr, st_ptr,
-            T, H, G, P, N, 0, NC, NC, 0, 0,
-            HAS_DT, DT_SOFTPLUS, HAS_DTB, HAS_D, D_PER_P, HAS_Z, HAS_H0, HAS_SEQ,
-            Q, BP, BN, PREC, CLAMP_C, PRE, FACTOR, ATOMIC, FAST, FACTORED, EVEN, WIDE,
-            ONE_LAUNCH, EXACT_STAGES)
+        c0, c1, per, span, start = 0, tl.cdiv(T, Q), tl.cdiv(T, Q), 0, h0_ptr
+    _bwd_fwd_sweep(
+        x_ptr, dt_ptr, A_ptr, dtb_ptr, B_ptr, C_ptr, D_ptr, z_ptr, h0_ptr, start, seq_ptr,
+        dy_ptr, dec_ptr, etot_ptr, dC_ptr, w_ptr, dz_ptr, dD_ptr, st_ptr,
+        T, H, G, P, N, c0, c1, per, span, SLOT,
+        HAS_DT, DT_SOFTPLUS, HAS_DTB, HAS_D, D_PER_P, HAS_Z, HAS_H0, HAS_SEQ,
+        Q, BP, BN, PREC, CLAMP_C, PRE, FACTOR, ATOMIC, FAST, FACTORED, EVEN, WIDE,
+        ONE_LAUNCH, EXACT_STAGES)
 
 
 @triton.jit
@@ -666,25 +661,18 @@ def ssd_bwd_revsweep_kernel(
     """:func:`_bwd_rev_sweep`, the backward's second launch: with ``SPANNED`` over span ``k``
     of ``NSPAN`` (chunks ``[C0, C1)``), the adjoint from d(final state) or ``carry`` to
     ``carry`` or d h0; else over the whole call, the span arguments unread."""
-    NC = tl.cdiv(T, Q)
     if SPANNED:
-        _bwd_rev_sweep(
-            x_ptr, dt_ptr, A_ptr, dtb_ptr, B_ptr, C_ptr, D_ptr, z_ptr, seq_ptr, dy_ptr,
-            dhT_ptr, carry_ptr, dec_ptr, etot_ptr, st_ptr, w_ptr,
-            dx_ptr, dB_ptr, ddt_ptr, dsum_ptr, dh0_ptr,
-            T, H, G, P, N, NPB, C0, C1, PER, k, NSPAN,
-            HAS_DT, DT_SOFTPLUS, HAS_DTB, HAS_D, D_PER_P, HAS_Z, HAS_SEQ, HAS_DHT, STORE_DH0,
-            Q, BP, BN, PREC, CLAMP_C, PRE, FACTOR, ATOMIC, FAST, FACTORED, EVEN, WIDE, E_ON_C,
-            ONE_LAUNCH, EXACT_STAGES)
+        c0, c1, per, span, spans, adj = C0, C1, PER, k, NSPAN, carry_ptr
     else:
-        _bwd_rev_sweep(
-            x_ptr, dt_ptr, A_ptr, dtb_ptr, B_ptr, C_ptr, D_ptr, z_ptr, seq_ptr, dy_ptr,
-            dhT_ptr, dhT_ptr, dec_ptr, etot_ptr, st_ptr, w_ptr,
-            dx_ptr, dB_ptr, ddt_ptr, dsum_ptr, dh0_ptr,
-            T, H, G, P, N, NPB, 0, NC, NC, 0, 1,
-            HAS_DT, DT_SOFTPLUS, HAS_DTB, HAS_D, D_PER_P, HAS_Z, HAS_SEQ, HAS_DHT, STORE_DH0,
-            Q, BP, BN, PREC, CLAMP_C, PRE, FACTOR, ATOMIC, FAST, FACTORED, EVEN, WIDE, E_ON_C,
-            ONE_LAUNCH, EXACT_STAGES)
+        c0, c1, per, span, spans, adj = 0, tl.cdiv(T, Q), tl.cdiv(T, Q), 0, 1, dhT_ptr
+    _bwd_rev_sweep(
+        x_ptr, dt_ptr, A_ptr, dtb_ptr, B_ptr, C_ptr, D_ptr, z_ptr, seq_ptr, dy_ptr,
+        dhT_ptr, adj, dec_ptr, etot_ptr, st_ptr, w_ptr,
+        dx_ptr, dB_ptr, ddt_ptr, dsum_ptr, dh0_ptr,
+        T, H, G, P, N, NPB, c0, c1, per, span, spans,
+        HAS_DT, DT_SOFTPLUS, HAS_DTB, HAS_D, D_PER_P, HAS_Z, HAS_SEQ, HAS_DHT, STORE_DH0,
+        Q, BP, BN, PREC, CLAMP_C, PRE, FACTOR, ATOMIC, FAST, FACTORED, EVEN, WIDE, E_ON_C,
+        ONE_LAUNCH, EXACT_STAGES)
 
 
 @triton.jit

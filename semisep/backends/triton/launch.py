@@ -325,8 +325,8 @@ class _GradBuffers:
     additions is not fixed, so not bit-reproducible). Else, under
     ``torch.use_deterministic_algorithms``, one partial per (p-block, b, h), dC's then dB's
     in ``ws``, and per (span, p-block, b, h) for the sums and dD (each span writes its own),
-    and one torch reduction per group. The
-    views are made with the buffer, before the first launch.
+    and one torch reduction per group. The views are made with the buffer, before the first
+    launch.
     """
 
     def __init__(self, b, T, h, g, p, n, npb, D, f32, atomic, spans=1):
