@@ -161,7 +161,7 @@ def loop_report(cubin, top=12):
     return f"loop={len(body)} instr {opcodes(*best).most_common(top)}"
 
 
-ints = {"T", "H", "G", "P", "N", "NPB", "HPP", "PER", "SLOT", "C0", "C1", "k", "NSPAN"}
+ints = {"T", "H", "G", "P", "N", "NPB", "HPP", "PER", "SLOT", "C0", "C1", "NCS", "k", "NSPAN"}
 only = [k for k in opts.get("only", "").split("+") if k] if isinstance(opts.get("only"), str) else []
 for name, (fn, ptrs, extra) in kernels.items():
     if only and name not in only:

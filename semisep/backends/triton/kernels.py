@@ -33,7 +33,7 @@ decays pick.
 The backward runs in spans where its stored states would exceed 1.5 times x's elements
 (:func:`.config.span_steps`): the forward writes the state entering each span after the first
 (``SPANS``), and the two sweep kernels run, last span first, a launch each per span
-(``SPANNED``: over chunks ``[C0, C1)``, the states in a buffer of ``PER`` chunks) from that
+(``SPANNED``: over chunks ``[C0, C1)``, the states in a buffer of ``NCS`` chunks) from that
 state and from the adjoint the span after it left. In one span they run over the whole call.
 
 Backward: a decay pre-pass (on by default); two sweeps, each recomputing what it needs:
@@ -254,7 +254,7 @@ def _bwd_state_step(S, u, to_end, e_tot, Bt, FACTORED: tl.constexpr, PREC: tl.co
 
 
 @triton.jit
-def _bwd_fwd_sweep(
+def ssd_bwd_fwdsweep_kernel(
     x_ptr, dt_ptr, A_ptr, dtb_ptr, B_ptr, C_ptr, D_ptr, z_ptr, h0_ptr, ck_ptr, seq_ptr, dy_ptr,
     dec_ptr, etot_ptr,
     dC_ptr, w_ptr, dz_ptr, dD_ptr, st_ptr,
@@ -263,19 +263,23 @@ def _bwd_fwd_sweep(
     HAS_D: tl.constexpr, D_PER_P: tl.constexpr, HAS_Z: tl.constexpr, HAS_H0: tl.constexpr,
     HAS_SEQ: tl.constexpr,
     Q: tl.constexpr, BP: tl.constexpr, BN: tl.constexpr, PREC: tl.constexpr,
-    CLAMP_C: tl.constexpr, PRE: tl.constexpr, FACTOR: tl.constexpr,
-    ATOMIC: tl.constexpr, FAST: tl.constexpr, FACTORED: tl.constexpr,
-    EVEN: tl.constexpr, WIDE: tl.constexpr, ONE_LAUNCH: tl.constexpr,
-    EXACT_STAGES: tl.constexpr,
+    CLAMP_C: tl.constexpr, PRE: tl.constexpr = False, FACTOR: tl.constexpr = True,
+    ATOMIC: tl.constexpr = False, FAST: tl.constexpr = False, FACTORED: tl.constexpr = False,
+    EVEN: tl.constexpr = False, WIDE: tl.constexpr = False, ONE_LAUNCH: tl.constexpr = False,
+    EXACT_STAGES: tl.constexpr = 0, SPANNED: tl.constexpr = False,
 ):
-    """Forward sweep of the backward over span ``k``, chunks ``[C0, C1)``, from the state
-    entering it (``h0`` for span 0, else the forward's checkpoint ``k - 1`` in ``ck``): dC
-    and dD (partials, or added in place with ATOMIC), dz, ``w = r1off + rowP - colP`` (module
-    docstring), and the state entering each chunk (for ``<dS_out, S_in>`` in the reverse
-    sweep) in slot ``c - C0`` of ``NCS``. FAST, FACTORED, ONE_LAUNCH: as in
-    :func:`ssd_fwd_kernel`; WIDE: a (b, h)'s stored states hold 2^31 elements or more."""
+    """Forward sweep of the backward, its first launch: with ``SPANNED`` over span ``k``,
+    chunks ``[C0, C1)``, from the state entering it (``h0`` for span 0, else the forward's
+    checkpoint ``k - 1`` in ``ck``, slots ``SLOT`` apart); else over the whole call from h0,
+    the span arguments unread. dC and dD (partials, or added in place with ATOMIC), dz,
+    ``w = r1off + rowP - colP`` (module docstring), and the state entering each chunk (for
+    ``<dS_out, S_in>`` in the reverse sweep) in slot ``c - C0`` of ``NCS``. FAST, FACTORED,
+    ONE_LAUNCH: as in :func:`ssd_fwd_kernel`; WIDE: a (b, h)'s stored states hold 2^31
+    elements or more."""
     pid_p, pid_bh, b64, h, grp = _program(H, G)
     NC = tl.cdiv(T, Q)
+    if not SPANNED:
+        C0, C1, NCS, k = 0, NC, NC, 0
     factorable = _factorable(etot_ptr, pid_bh, NC, FAST, HAS_SEQ)
     # as in ssd_fwd_kernel
     for F in tl.static_range(0 if ONE_LAUNCH else FACTORED, 2 if ONE_LAUNCH else FACTORED + 1):
@@ -410,7 +414,7 @@ def _bwd_fwd_sweep(
 
 
 @triton.jit
-def _bwd_rev_sweep(
+def ssd_bwd_revsweep_kernel(
     x_ptr, dt_ptr, A_ptr, dtb_ptr, B_ptr, C_ptr, D_ptr, z_ptr, seq_ptr, dy_ptr, dhT_ptr,
     carry_ptr, dec_ptr, etot_ptr,
     st_ptr, w_ptr,
@@ -420,16 +424,18 @@ def _bwd_rev_sweep(
     HAS_D: tl.constexpr, D_PER_P: tl.constexpr, HAS_Z: tl.constexpr,
     HAS_SEQ: tl.constexpr, HAS_DHT: tl.constexpr, STORE_DH0: tl.constexpr,
     Q: tl.constexpr, BP: tl.constexpr, BN: tl.constexpr, PREC: tl.constexpr,
-    CLAMP_C: tl.constexpr, PRE: tl.constexpr, FACTOR: tl.constexpr,
-    ATOMIC: tl.constexpr, FAST: tl.constexpr, FACTORED: tl.constexpr,
-    EVEN: tl.constexpr, WIDE: tl.constexpr, E_ON_C: tl.constexpr,
-    ONE_LAUNCH: tl.constexpr, EXACT_STAGES: tl.constexpr,
+    CLAMP_C: tl.constexpr, PRE: tl.constexpr = False, FACTOR: tl.constexpr = True,
+    ATOMIC: tl.constexpr = False, FAST: tl.constexpr = False, FACTORED: tl.constexpr = False,
+    EVEN: tl.constexpr = False, WIDE: tl.constexpr = False, E_ON_C: tl.constexpr = False,
+    ONE_LAUNCH: tl.constexpr = False, EXACT_STAGES: tl.constexpr = 0,
+    SPANNED: tl.constexpr = False,
 ):
-    """Reverse sweep of the backward over span ``k`` of ``NSPAN``, chunks ``[C0, C1)``, from
-    the adjoint leaving it (d final state for the last span, else ``carry``, where the span
-    after it left it) to the one entering it (``carry``, or d h0 for span 0): dx, dB, d h0
+    """Reverse sweep of the backward, its second launch: with ``SPANNED`` over span ``k`` of
+    ``NSPAN``, chunks ``[C0, C1)``, from the adjoint leaving it (d final state for the last
+    span, else ``carry``, where the span after it left it) to the one entering it (``carry``,
+    or d h0 for span 0); else over the whole call, the span arguments unread. dx, dB, d h0
     and the gradient of the raw dt (or log_a), each partial over p-blocks.
-    FAST, FACTORED, ONE_LAUNCH, WIDE: as in :func:`_bwd_fwd_sweep`; E_ON_C: the chunk
+    FAST, FACTORED, ONE_LAUNCH, WIDE: as in :func:`ssd_bwd_fwdsweep_kernel`; E_ON_C: the chunk
     decays ``e_in`` scale C rather than dy in ``dy^T diag(e_in) C`` and its relatives (the same
     products; chosen where C's tile is not larger than dy's).
 
@@ -448,6 +454,8 @@ def _bwd_rev_sweep(
     """
     pid_p, pid_bh, b64, h, grp = _program(H, G)
     NC = tl.cdiv(T, Q)
+    if not SPANNED:
+        C0, C1, NCS, k, NSPAN = 0, NC, NC, 0, 1
     factorable = _factorable(etot_ptr, pid_bh, NC, FAST, HAS_SEQ)
     # as in ssd_fwd_kernel
     for F in tl.static_range(0 if ONE_LAUNCH else FACTORED, 2 if ONE_LAUNCH else FACTORED + 1):
@@ -607,72 +615,6 @@ def _bwd_rev_sweep(
                 else:
                     tl.store(dsum_ptr + _slot(pid_p, pid_bh), dA_acc)
                     tl.store(dsum_ptr + NPB * tl.num_programs(1) + _slot(pid_p, pid_bh), ddtb_acc)
-
-
-@triton.jit
-def ssd_bwd_fwdsweep_kernel(
-    x_ptr, dt_ptr, A_ptr, dtb_ptr, B_ptr, C_ptr, D_ptr, z_ptr, h0_ptr, ck_ptr, seq_ptr, dy_ptr,
-    dec_ptr, etot_ptr,
-    dC_ptr, w_ptr, dz_ptr, dD_ptr, st_ptr,
-    T, H, G, P, N, C0, C1, PER, k, SLOT,
-    HAS_DT: tl.constexpr, DT_SOFTPLUS: tl.constexpr, HAS_DTB: tl.constexpr,
-    HAS_D: tl.constexpr, D_PER_P: tl.constexpr, HAS_Z: tl.constexpr, HAS_H0: tl.constexpr,
-    HAS_SEQ: tl.constexpr,
-    Q: tl.constexpr, BP: tl.constexpr, BN: tl.constexpr, PREC: tl.constexpr,
-    CLAMP_C: tl.constexpr, PRE: tl.constexpr = False, FACTOR: tl.constexpr = True,
-    ATOMIC: tl.constexpr = False, FAST: tl.constexpr = False, FACTORED: tl.constexpr = False,
-    EVEN: tl.constexpr = False, WIDE: tl.constexpr = False, ONE_LAUNCH: tl.constexpr = False,
-    EXACT_STAGES: tl.constexpr = 0, SPANNED: tl.constexpr = False,
-):
-    """:func:`_bwd_fwd_sweep`, the backward's first launch: with ``SPANNED`` over span ``k``,
-    chunks ``[C0, C1)`` (states in slots of ``PER`` chunks), from h0 (span 0) or the forward's
-    checkpoint ``k - 1`` in ``ck`` (slots of ``SLOT``); else over the whole call, the span
-    arguments unread."""
-    if SPANNED:
-        c0, c1, per, span, start = C0, C1, PER, k, ck_ptr
-    else:
-        c0, c1, per, span, start = 0, tl.cdiv(T, Q), tl.cdiv(T, Q), 0, h0_ptr
-    _bwd_fwd_sweep(
-        x_ptr, dt_ptr, A_ptr, dtb_ptr, B_ptr, C_ptr, D_ptr, z_ptr, h0_ptr, start, seq_ptr,
-        dy_ptr, dec_ptr, etot_ptr, dC_ptr, w_ptr, dz_ptr, dD_ptr, st_ptr,
-        T, H, G, P, N, c0, c1, per, span, SLOT,
-        HAS_DT, DT_SOFTPLUS, HAS_DTB, HAS_D, D_PER_P, HAS_Z, HAS_H0, HAS_SEQ,
-        Q, BP, BN, PREC, CLAMP_C, PRE, FACTOR, ATOMIC, FAST, FACTORED, EVEN, WIDE,
-        ONE_LAUNCH, EXACT_STAGES)
-
-
-@triton.jit
-def ssd_bwd_revsweep_kernel(
-    x_ptr, dt_ptr, A_ptr, dtb_ptr, B_ptr, C_ptr, D_ptr, z_ptr, seq_ptr, dy_ptr, dhT_ptr,
-    carry_ptr, dec_ptr, etot_ptr,
-    st_ptr, w_ptr,
-    dx_ptr, dB_ptr, ddt_ptr, dsum_ptr, dh0_ptr,
-    T, H, G, P, N, NPB, C0, C1, PER, k, NSPAN,
-    HAS_DT: tl.constexpr, DT_SOFTPLUS: tl.constexpr, HAS_DTB: tl.constexpr,
-    HAS_D: tl.constexpr, D_PER_P: tl.constexpr, HAS_Z: tl.constexpr,
-    HAS_SEQ: tl.constexpr, HAS_DHT: tl.constexpr, STORE_DH0: tl.constexpr,
-    Q: tl.constexpr, BP: tl.constexpr, BN: tl.constexpr, PREC: tl.constexpr,
-    CLAMP_C: tl.constexpr, PRE: tl.constexpr = False, FACTOR: tl.constexpr = True,
-    ATOMIC: tl.constexpr = False, FAST: tl.constexpr = False, FACTORED: tl.constexpr = False,
-    EVEN: tl.constexpr = False, WIDE: tl.constexpr = False, E_ON_C: tl.constexpr = False,
-    ONE_LAUNCH: tl.constexpr = False, EXACT_STAGES: tl.constexpr = 0,
-    SPANNED: tl.constexpr = False,
-):
-    """:func:`_bwd_rev_sweep`, the backward's second launch: with ``SPANNED`` over span ``k``
-    of ``NSPAN`` (chunks ``[C0, C1)``), the adjoint from d(final state) or ``carry`` to
-    ``carry`` or d h0; else over the whole call, the span arguments unread."""
-    if SPANNED:
-        c0, c1, per, span, spans, adj = C0, C1, PER, k, NSPAN, carry_ptr
-    else:
-        c0, c1, per, span, spans, adj = 0, tl.cdiv(T, Q), tl.cdiv(T, Q), 0, 1, dhT_ptr
-    _bwd_rev_sweep(
-        x_ptr, dt_ptr, A_ptr, dtb_ptr, B_ptr, C_ptr, D_ptr, z_ptr, seq_ptr, dy_ptr,
-        dhT_ptr, adj, dec_ptr, etot_ptr, st_ptr, w_ptr,
-        dx_ptr, dB_ptr, ddt_ptr, dsum_ptr, dh0_ptr,
-        T, H, G, P, N, NPB, c0, c1, per, span, spans,
-        HAS_DT, DT_SOFTPLUS, HAS_DTB, HAS_D, D_PER_P, HAS_Z, HAS_SEQ, HAS_DHT, STORE_DH0,
-        Q, BP, BN, PREC, CLAMP_C, PRE, FACTOR, ATOMIC, FAST, FACTORED, EVEN, WIDE, E_ON_C,
-        ONE_LAUNCH, EXACT_STAGES)
 
 
 @triton.jit

@@ -206,10 +206,10 @@ def _pre_decays(pre, opts, dtla, A, dt_bias, seq_idx, Q, d, ak):
 
 def _bwd_plan(b, T, h, p, g, n, dtype, has_dt, dt_softplus, has_dtb, D_dim, has_z, has_h0,
               has_seq, has_dhT, need_dh0, chunk_size, atomic):
-    """``(Q, BP, grid, pre, decays Options (with GRAD_ROWS), forward sweep launches, reverse
-    sweep launches, spans, chunks per span)``: each sweep's launches ``[(kernel, Options)]``,
-    a loop kind each or one holding both, run once per span (:func:`.config.span_steps`;
-    ``SPANNED`` where there is more than one), last span first."""
+    """``(Q, BP, grid, pre, decays Options (with GRAD_ROWS), [forward sweep Options],
+    [reverse sweep Options], spans, chunks per span)``: a launch per loop kind or one holding
+    both, each run once per span (:func:`.config.span_steps`; ``SPANNED`` where there is more
+    than one), last span first."""
     cfg = pick_config(p, n, None if chunk_size < 0 else chunk_size, dtype, "bwd")
     Q, BP = cfg["Q"], cfg["BP"]
     pre = _pre("bwd")
@@ -223,13 +223,13 @@ def _bwd_plan(b, T, h, p, g, n, dtype, has_dt, dt_softplus, has_dtb, D_dim, has_
                  FACTOR=_factor("bwd"), ATOMIC=atomic, FAST=fast,
                  EXACT_STAGES=cfg.get("EXACT_STAGES", 0), SPANNED=spans > 1)
     dec_opts = _dec_options(head, has_seq, Q, True, h)
-    fwd_sweep = [(K.ssd_bwd_fwdsweep_kernel, Options(
-        **flags, HAS_H0=has_h0, FACTORED=f, ONE_LAUNCH=one,
-        **_launch_opts(dict(cfg, num_stages=cfg["fwd_sweep_stages"])))) for f, one in kinds]
-    rev_sweep = [(K.ssd_bwd_revsweep_kernel, Options(
-        **flags, HAS_DHT=has_dhT, STORE_DH0=need_dh0, E_ON_C=bool(cfg["E_ON_C"]),
-        FACTORED=f, ONE_LAUNCH=one, **_launch_opts(cfg))) for f, one in kinds]
-    return Q, BP, (_cdiv(p, BP), b * h), pre, dec_opts, fwd_sweep, rev_sweep, spans, per
+    fwd_opts = [Options(**flags, HAS_H0=has_h0, FACTORED=f, ONE_LAUNCH=one,
+                        **_launch_opts(dict(cfg, num_stages=cfg["fwd_sweep_stages"])))
+                for f, one in kinds]
+    rev_opts = [Options(**flags, HAS_DHT=has_dhT, STORE_DH0=need_dh0, FACTORED=f,
+                        ONE_LAUNCH=one, E_ON_C=bool(cfg["E_ON_C"]), **_launch_opts(cfg))
+                for f, one in kinds]
+    return Q, BP, (_cdiv(p, BP), b * h), pre, dec_opts, fwd_opts, rev_opts, spans, per
 
 
 def _sweeps_bwd(dy, dhT, x, dtla, A, B, C, D, z, dt_bias, h0, seq_idx, has_dt, dt_softplus,
@@ -253,7 +253,7 @@ def _sweeps_bwd(dy, dhT, x, dtla, A, B, C, D, z, dt_bias, h0, seq_idx, has_dt, d
     ak = arg_key((x, dtla, A, B, C, D, z, dt_bias, h0, seq_idx, dy, dhT), x.shape, B.shape,
                  st_dtype)
     atomic = not torch.are_deterministic_algorithms_enabled()
-    Q, BP, grid, pre, dec_opts, fwd_sweep, rev_sweep, spans, per = _plan(
+    Q, BP, grid, pre, dec_opts, fwd_opts, rev_opts, spans, per = _plan(
         _bwd_plan, b, T, h, p, g, n, x.dtype, has_dt, dt_softplus, dt_bias is not None,
         None if D is None else D.dim(), z is not None, h0 is not None, seq_idx is not None,
         dhT is not None, need_dh0, chunk_size, atomic)
@@ -288,9 +288,10 @@ def _sweeps_bwd(dy, dhT, x, dtla, A, B, C, D, z, dt_bias, h0, seq_idx, has_dt, d
             # 16 divides, compiles apart): part of their argument key
             key = ak if spans == 1 else (ak, k)
             if T > 0:
-                for kernel, opts in fwd_sweep:
-                    launch(kernel, grid, *ins, o(h0), ckpt if spans > 1 else d, o(seq_idx),
-                           dy, dec, etot, grads.ws, w, o(dz), o(grads.dD_of(k)), states,
+                for opts in fwd_opts:
+                    launch(K.ssd_bwd_fwdsweep_kernel, grid, *ins, o(h0),
+                           ckpt if spans > 1 else d, o(seq_idx), dy, dec, etot, grads.ws, w,
+                           o(dz), o(grads.dD_of(k)), states,
                            T, h, g, p, n, c0, c1, per, k, slot, arg_key=key, opts=opts)
             if dx is None:
                 dx = torch.empty_like(x)
@@ -299,9 +300,10 @@ def _sweeps_bwd(dy, dhT, x, dtla, A, B, C, D, z, dt_bias, h0, seq_idx, has_dt, d
                 # the adjoint entering a span, left by the span after it
                 carry = torch.empty(b, h, p, n, **f32) if spans > 1 else d
             if T > 0:
-                for kernel, opts in rev_sweep:
-                    launch(kernel, grid, *ins, o(seq_idx), dy, o(dhT), carry, dec, etot,
-                           states, w, dx, grads.dB, ddt, grads.sums_of(k), o(dh0),
+                for opts in rev_opts:
+                    launch(K.ssd_bwd_revsweep_kernel, grid, *ins, o(seq_idx), dy, o(dhT),
+                           carry, dec, etot, states, w, dx, grads.dB, ddt, grads.sums_of(k),
+                           o(dh0),
                            T, h, g, p, n, npb, c0, c1, per, k, spans, arg_key=key, opts=opts)
     if T == 0:
         if need_dh0:
