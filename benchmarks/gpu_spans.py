@@ -1,7 +1,9 @@
-"""The backward in spans (config.span_steps) on a GPU at full size: every gradient against
-the float64 chunked reference and against the same call in one span (``SPAN`` set past the
-call's chunks), with all the extras (z, D per p, dt_bias + softplus, seq_idx, h0, d final
-state), in bf16 and fp32, atomic and deterministic.
+"""The backward in spans (config.span_steps) and in blocks of the state's columns
+(config.state_block) on a GPU at full size: every gradient against the float64 chunked
+reference and against the same call in one span and one block (``SEMISEP_TRITON_BWD`` set to
+``NB=0,SPAN=1000000``), with all the extras (D per p, dt_bias + softplus, seq_idx, h0, d final
+state, and z, which runs the whole state in spans; without z the state's columns run in
+blocks), in bf16 and fp32, atomic and deterministic.
 
     python benchmarks/gpu_spans.py [CASE ...]  # one line per check; exit status 1 on a miss
 
@@ -21,17 +23,19 @@ from gpu_ssd import make_inputs, rel  # noqa: E402
 NAMES = ["y", "final", "dx", "ddt", "dA", "dB", "dC", "dD", "dz", "ddt_bias", "dh0"]
 
 
-def run(b, T, h, p, g, n, dtype, seed):
-    """y, the final state and every gradient of a random loss, with all the extras."""
+def run(b, T, h, p, g, n, dtype, seed, with_z):
+    """The inputs of a call with all the extras (z only ``with_z``), and a random loss's
+    cotangents."""
     x, dt, A, B, C, _ = make_inputs(b, T, h, p, g, n, dtype, seed=seed)
     gen = torch.Generator(device="cuda").manual_seed(seed)
     dt = torch.randn(b, T, h, device="cuda", generator=gen) - 3
     D = torch.randn(h, p, device="cuda", generator=gen)
-    z = torch.randn(b, T, h, p, device="cuda", generator=gen).to(dtype)
+    z = torch.randn(b, T, h, p, device="cuda", generator=gen).to(dtype) if with_z else None
     dtb = torch.randn(h, device="cuda", generator=gen) * 0.5
     h0 = torch.randn(b, h, p, n, device="cuda", generator=gen)
     seq = (torch.arange(T, device="cuda") * 3 // T).to(torch.int32).expand(b, T).contiguous()
-    ins = [t.detach().clone().requires_grad_(True) for t in (x, dt, A, B, C, D, z, dtb, h0)]
+    ins = [None if t is None else t.detach().clone().requires_grad_(True)
+           for t in (x, dt, A, B, C, D, z, dtb, h0)]
     gy = torch.randn(b, T, h, p, device="cuda", generator=gen)
     gs = torch.randn(b, h, p, n, device="cuda", generator=gen)
     return ins, dict(seq_idx=seq, dt_softplus=True), gy, gs
@@ -42,26 +46,34 @@ def grads(ssd_fn, ins, kw, gy, gs):
     y, hT = ssd_fn(x, None, B, C, dt=dt, A=A, D=D, z=z, dt_bias=dtb, initial_state=h0,
                    return_final_state=True, **kw)
     loss = (y.double() * gy.double()).sum() + (hT.double() * gs.double()).sum()
-    return [y, hT, *torch.autograd.grad(loss, ins)]
+    leaves = [t for t in ins if t is not None]
+    got = iter(torch.autograd.grad(loss, leaves))
+    return [y, hT, *[None if t is None else next(got) for t in ins]]
 
 
 def main(picked):
     from semisep.backends.triton import config, naive, ssd
     ok = True
-    cases = [
-        (torch.bfloat16, 5e-3, (2, 3000, 8, 64, 2, 128), False),
-        (torch.bfloat16, 5e-3, (2, 3000, 8, 64, 2, 128), True),
-        (torch.bfloat16, 5e-3, (1, 1000, 4, 64, 1, 256), False),
-        (torch.float32, 1e-5, (1, 1000, 8, 64, 2, 128), False),
+    cases = [   # (dtype, tolerance, shape, deterministic, z)
+        (torch.bfloat16, 5e-3, (2, 3000, 8, 64, 2, 128), False, True),
+        (torch.bfloat16, 5e-3, (2, 3000, 8, 64, 2, 128), True, True),
+        (torch.bfloat16, 5e-3, (1, 1000, 4, 64, 1, 256), False, True),
+        (torch.float32, 1e-5, (1, 1000, 8, 64, 2, 128), False, True),
+        (torch.bfloat16, 5e-3, (2, 3000, 8, 64, 2, 128), False, False),
+        (torch.bfloat16, 5e-3, (2, 3000, 8, 64, 2, 128), True, False),
+        (torch.bfloat16, 5e-3, (1, 1000, 4, 64, 1, 256), False, False),
+        (torch.float32, 1e-5, (1, 1000, 8, 64, 2, 128), False, False),
     ]
-    for dtype, tol, shape, det in [c for i, c in enumerate(cases) if not picked or i in picked]:
+    for dtype, tol, shape, det, with_z in [c for i, c in enumerate(cases)
+                                           if not picked or i in picked]:
         b, T, h, p, g, n = shape
         torch.use_deterministic_algorithms(det)
-        steps = config.span_steps(T, p, n, None, dtype)
-        ins, kw, gy, gs = run(b, T, h, p, g, n, dtype, seed=T + n)
+        nb = config.state_block(p, n, with_z, None, dtype)
+        steps = config.span_steps(T, p, nb, None, dtype)
+        ins, kw, gy, gs = run(b, T, h, p, g, n, dtype, seed=T + n, with_z=with_z)
         spanned = grads(ssd, ins, kw, gy, gs)
         knob = os.environ.get("SEMISEP_TRITON_BWD")      # the spanned run's, kept
-        os.environ["SEMISEP_TRITON_BWD"] = "SPAN=1000000"
+        os.environ["SEMISEP_TRITON_BWD"] = "NB=0,SPAN=1000000"
         one = grads(ssd, ins, kw, gy, gs)
         if knob is None:
             del os.environ["SEMISEP_TRITON_BWD"]
@@ -70,14 +82,21 @@ def main(picked):
         torch.use_deterministic_algorithms(False)
         want = grads(lambda *a, return_final_state, **k: naive.ssd_reference_chunked(*a, **k),
                      ins, kw, gy, gs)
-        tag = f"{str(dtype)[6:]} {shape} {'deterministic' if det else 'atomic'}"
-        print(f"{tag}: spans of {steps} steps ({-(-T // steps) if steps else 1})")
+        tag = (f"{str(dtype)[6:]} {shape} {'deterministic' if det else 'atomic'}"
+               f"{' z' if with_z else ''}")
+        print(f"{tag}: {-(-n // nb)} blocks of {nb} columns, spans of {steps} steps "
+              f"({-(-T // steps) if steps else 1})")
         for nm, s, o, w in zip(NAMES, spanned, one, want):
+            if s is None:
+                continue
             e_ref, e_one = rel(s, w), rel(s, o)
-            good = e_ref <= tol and e_one <= tol / 10 and bool(torch.isfinite(s).all())
+            # spans run the same kernels (rounding apart: a tenth of the tolerance); blocks
+            # of 64 columns run the n = 64 ones, in chunks of their own (the tolerance)
+            near = tol if nb < n else tol / 10
+            good = e_ref <= tol and e_one <= near and bool(torch.isfinite(s).all())
             ok &= good
             print(f"  {'ok ' if good else 'BAD'} {nm}: {e_ref:.2e} against float64 (tol "
-                  f"{tol:.0e}), {e_one:.2e} against one span")
+                  f"{tol:.0e}), {e_one:.2e} against one span and block")
     print("all ok" if ok else "FAILED")
     return 0 if ok else 1
 

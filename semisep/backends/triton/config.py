@@ -107,7 +107,28 @@ def _default_config(p: int, n: int, chunk_size: Optional[int], kind: str) -> dic
         # the reverse sweep's e_in on C where C's tile is not the larger (s7-2: 1.80 -> 1.78 ms
         # at N = 64; 4.33 -> 6.06 ms at N = 128, whose C tiles are 32 x 128)
         cfg.update(num_stages=2, fwd_sweep_stages=3, E_ON_C=int(BN <= BP))
+        # the state's columns in blocks of 64 above 64 (state_block)
+        cfg.update(NB=64 if BN > 64 else 0)
     return cfg
+
+
+def state_block(p: int, n: int, has_z: bool, chunk_size: Optional[int], dtype) -> int:
+    """The width of the blocks of the state's n columns that the backward runs one after
+    another (n: one block).
+
+    The SSD is linear in its state's columns: with ``B = [B_1 B_2]``, ``C = [C_1 C_2]`` (and
+    the state, h0, its final state split alike), ``y = ssd(x, B_1, C_1) + ssd(x, B_2, C_2)``,
+    the intra-chunk ``C B^T`` being the blocks' sum too. So the gradients of x, of the raw dt
+    (or log_a), of A and dt_bias are the blocks' sums, those of B, C and h0 their columns
+    side by side. Blocks of 64 run the kernels' n = 64 configuration (chunks of 64, one span,
+    no spills): N = 128 is two n = 64 backwards, which redo the intra-chunk products with x
+    and dy but take 22 % less time than one n = 128 backward in spans (H200 s14-1 prototype
+    at T = 16K: 6.49 ms against 8.37). Not with ``z``: the gate's gradient needs the whole y
+    (the call then runs in spans, :func:`span_steps`). ``NB`` in ``SEMISEP_TRITON_BWD`` sets
+    the width (experiments, tests; 0: one block).
+    """
+    nb = pick_config(p, n, chunk_size, dtype, "bwd").get("NB", 0)
+    return n if (has_z or nb <= 0 or nb >= n) else nb
 
 
 def span_steps(T: int, p: int, n: int, chunk_size: Optional[int], dtype) -> Optional[int]:

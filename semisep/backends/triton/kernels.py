@@ -428,13 +428,15 @@ def ssd_bwd_revsweep_kernel(
     ATOMIC: tl.constexpr = False, FAST: tl.constexpr = False, FACTORED: tl.constexpr = False,
     EVEN: tl.constexpr = False, WIDE: tl.constexpr = False, E_ON_C: tl.constexpr = False,
     ONE_LAUNCH: tl.constexpr = False, EXACT_STAGES: tl.constexpr = 0,
-    SPANNED: tl.constexpr = False,
+    SPANNED: tl.constexpr = False, ACC_DX: tl.constexpr = False,
 ):
     """Reverse sweep of the backward, its second launch: with ``SPANNED`` over span ``k`` of
     ``NSPAN``, chunks ``[C0, C1)``, from the adjoint leaving it (d final state for the last
     span, else ``carry``, where the span after it left it) to the one entering it (``carry``,
     or d h0 for span 0); else over the whole call, the span arguments unread. dx, dB, d h0
-    and the gradient of the raw dt (or log_a), each partial over p-blocks.
+    and the gradient of the raw dt (or log_a), each partial over p-blocks; with ``ACC_DX``
+    dx is added to what ``dx_ptr`` holds (a block of the state's columns after the first,
+    :func:`.launch._column_blocks_bwd`).
     FAST, FACTORED, ONE_LAUNCH, WIDE: as in :func:`ssd_bwd_fwdsweep_kernel`; E_ON_C: the chunk
     decays ``e_in`` scale C rather than dy in ``dy^T diag(e_in) C`` and its relatives (the same
     products; chosen where C's tile is not larger than dy's).
@@ -502,6 +504,8 @@ def ssd_bwd_revsweep_kernel(
                 # T = 16K, where w, keep and sig had been loaded just before their use)
                 S_in = _ld(st_row0 + _slot_offset(c - C0, P * N, WIDE) + st_loc, st_mask, EVEN)
                 w = _ld(w_base + t, mask_t, EVEN)
+                if ACC_DX:
+                    dx_in = _ld(_tile(dx_base, t, H * P, offs_p), m_tp, EVEN)
                 keep, sig = _dt_grad_factors(PRE, dec_ptr, tl.num_programs(1), NC, dt_ptr, A_ptr,
                                              dtb_ptr, seq_ptr, b64, h, H, T, t, HAS_DT, DT_SOFTPLUS,
                                              HAS_DTB, HAS_SEQ, CLAMP_C)
@@ -575,6 +579,8 @@ def ssd_bwd_revsweep_kernel(
                 dx = acc * (rs * dtv)[:, None]
                 if HAS_D:
                     dx = _plus_D(dx, dyp.to(tl.float32), Dv, D_PER_P)
+                if ACC_DX:
+                    dx += dx_in.to(tl.float32)
                 _st(_tile(dx_base, t, H * P, offs_p), dx.to(dx_ptr.dtype.element_ty), m_tp, EVEN)
                 if F:
                     Mt = tl.dot(xs, tl.trans(dyv), input_precision=PREC)  # Mt[j, i] = dyv_i . xs_j

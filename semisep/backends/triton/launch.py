@@ -10,7 +10,7 @@ import torch
 
 from . import kernels as K
 from .config import (_cdiv, _even, _factor, _fast, _gram, _launch_opts, _launches, _pre,
-                     _prec, _wide, knobs, pick_config, span_steps)
+                     _prec, _wide, knobs, pick_config, span_steps, state_block)
 from .decays import CLAMP, ssd_decays_kernel
 from .fastlaunch import MAX_ENTRIES, Options, arg_key, launch
 
@@ -60,7 +60,8 @@ def _fwd_plan(b, T, h, p, g, n, dtype, has_dt, dt_softplus, has_dtb, D_dim, has_
               has_seq, chunk_size, for_grad, checkpoints=False):
     """``(Q, grid, pre, decays Options, gram Options or None, [forward Options], spans,
     chunks per span)``: one forward launch per loop kind, or one holding both; with
-    ``checkpoints`` in the backward's spans (:func:`.config.span_steps`), else in one."""
+    ``checkpoints`` in the backward's spans (:func:`.config.span_steps`, of its blocks of
+    the state's columns, :func:`.config.state_block`), else in one."""
     cfg = pick_config(p, n, None if chunk_size < 0 else chunk_size, dtype, "fwd")
     Q = cfg["Q"]
     pre = _pre("fwd")
@@ -71,7 +72,8 @@ def _fwd_plan(b, T, h, p, g, n, dtype, has_dt, dt_softplus, has_dtb, D_dim, has_
     gram_opts = Options(Q=Q, BN=cfg["BN"], PREC=_prec(dtype),
                         **_launch_opts(dict(cfg, num_stages=1))) if gram else None
     nc = _cdiv(T, Q)
-    per, spans = _spans(T, Q, p, n, chunk_size, dtype) if checkpoints else (max(nc, 1), 1)
+    per, spans = (_spans(T, Q, p, _block(p, n, has_z, chunk_size, dtype), chunk_size, dtype)
+                  if checkpoints else (max(nc, 1), 1))
     fwd_opts = [Options(
         **flags, HAS_D=D_dim is not None, D_PER_P=D_dim == 2, HAS_Z=has_z, HAS_H0=has_h0,
         HAS_SEQ=has_seq, STORE_HT=True, Q=Q, BP=cfg["BP"], BN=cfg["BN"], PREC=_prec(dtype),
@@ -82,6 +84,11 @@ def _fwd_plan(b, T, h, p, g, n, dtype, has_dt, dt_softplus, has_dtb, D_dim, has_
         SPANS=spans > 1, **_launch_opts(cfg))
         for factored, one in _launches(fast, b * h * T * cfg["BN"])]
     return Q, (_cdiv(p, cfg["BP"]), b * h), pre, dec_opts, gram_opts, fwd_opts, spans, per
+
+
+def _block(p, n, has_z, chunk_size, dtype):
+    """:func:`.config.state_block` for an op's ``chunk_size`` (-1: the default)."""
+    return state_block(p, n, has_z, None if chunk_size < 0 else chunk_size, dtype)
 
 
 def _spans(T, Q, p, n, chunk_size, dtype):
@@ -100,11 +107,12 @@ def _checkpoints(spans, b, h, p, n, device):
     return torch.empty(spans - 1, _slot_size(b, h, p, n), device=device, dtype=torch.float32)
 
 
-def _checkpoints_shape(b, T, h, p, n, chunk_size, dtype):
+def _checkpoints_shape(b, T, h, p, n, chunk_size, dtype, has_z):
     """The shape of :func:`_fwd`'s checkpoints (for the op's fake tensors)."""
     if T == 0:
         return (0, 0)
-    return (_spans(T, 1, p, n, chunk_size, dtype)[1] - 1, _slot_size(b, h, p, n))
+    nb = _block(p, n, has_z, chunk_size, dtype)
+    return (_spans(T, 1, p, nb, chunk_size, dtype)[1] - 1, _slot_size(b, h, p, n))
 
 
 def _slot_size(b, h, p, n):
@@ -205,11 +213,11 @@ def _pre_decays(pre, opts, dtla, A, dt_bias, seq_idx, Q, d, ak):
 
 
 def _bwd_plan(b, T, h, p, g, n, dtype, has_dt, dt_softplus, has_dtb, D_dim, has_z, has_h0,
-              has_seq, has_dhT, need_dh0, chunk_size, atomic):
+              has_seq, has_dhT, need_dh0, chunk_size, atomic, acc_dx):
     """``(Q, BP, grid, pre, decays Options (with GRAD_ROWS), [forward sweep Options],
     [reverse sweep Options], spans, chunks per span)``: a launch per loop kind or one holding
     both, each run once per span (:func:`.config.span_steps`; ``SPANNED`` where there is more
-    than one), last span first."""
+    than one), last span first; ``acc_dx``: the reverse sweep adds to dx (``ACC_DX``)."""
     cfg = pick_config(p, n, None if chunk_size < 0 else chunk_size, dtype, "bwd")
     Q, BP = cfg["Q"], cfg["BP"]
     pre = _pre("bwd")
@@ -227,17 +235,19 @@ def _bwd_plan(b, T, h, p, g, n, dtype, has_dt, dt_softplus, has_dtb, D_dim, has_
                         **_launch_opts(dict(cfg, num_stages=cfg["fwd_sweep_stages"])))
                 for f, one in kinds]
     rev_opts = [Options(**flags, HAS_DHT=has_dhT, STORE_DH0=need_dh0, FACTORED=f,
-                        ONE_LAUNCH=one, E_ON_C=bool(cfg["E_ON_C"]), **_launch_opts(cfg))
+                        ONE_LAUNCH=one, E_ON_C=bool(cfg["E_ON_C"]), ACC_DX=acc_dx,
+                        **_launch_opts(cfg))
                 for f, one in kinds]
     return Q, BP, (_cdiv(p, BP), b * h), pre, dec_opts, fwd_opts, rev_opts, spans, per
 
 
 def _sweeps_bwd(dy, dhT, x, dtla, A, B, C, D, z, dt_bias, h0, seq_idx, has_dt, dt_softplus,
-                chunk_size, need_dh0, fp32_states, decays=None, ckpt=None):
+                chunk_size, need_dh0, fp32_states, decays=None, ckpt=None, dx=None):
     """The backward's sweeps: the state forward, then its adjoint backward; in spans
     (:func:`.config.span_steps`) last first, each from the state entering it (h0, or
     ``ckpt``: the forward's :func:`_fwd` checkpoints, needed with more than one span).
-    ``decays``: the forward's ``(Q, dec, etot)``, used when the chunk size matches.
+    ``decays``: the forward's ``(Q, dec, etot)``, used when the chunk size matches; ``dx``:
+    where dx is added to (else a new tensor). Returns the gradients and the decays used.
 
     Only what the first launch needs comes before it: the host time up to that launch is
     time the GPU idles after the forward where that is short (T <= 4K, H200 s8)."""
@@ -256,7 +266,7 @@ def _sweeps_bwd(dy, dhT, x, dtla, A, B, C, D, z, dt_bias, h0, seq_idx, has_dt, d
     Q, BP, grid, pre, dec_opts, fwd_opts, rev_opts, spans, per = _plan(
         _bwd_plan, b, T, h, p, g, n, x.dtype, has_dt, dt_softplus, dt_bias is not None,
         None if D is None else D.dim(), z is not None, h0 is not None, seq_idx is not None,
-        dhT is not None, need_dh0, chunk_size, atomic)
+        dhT is not None, need_dh0, chunk_size, atomic, dx is not None)
     if spans > 1 and (ckpt is None or ckpt.shape[0] != spans - 1):
         raise RuntimeError(
             f"the backward runs in {spans} spans and needs the forward's {spans - 1} "
@@ -273,7 +283,7 @@ def _sweeps_bwd(dy, dhT, x, dtla, A, B, C, D, z, dt_bias, h0, seq_idx, has_dt, d
     d = _dummy(x)
     o = lambda t: t if t is not None else d  # noqa: E731
     slot = _slot_size(b, h, p, n)
-    dx = None
+    acc_dx, ddt = dx is not None, None
     with _device_ctx(x):
         if T > 0:
             if (pre and decays is not None and decays[0] == Q
@@ -281,6 +291,8 @@ def _sweeps_bwd(dy, dhT, x, dtla, A, B, C, D, z, dt_bias, h0, seq_idx, has_dt, d
                 dec, etot = decays[1:]
             else:
                 dec, etot = _pre_decays(pre, dec_opts, dtla, A, dt_bias, seq_idx, Q, d, ak)
+            if pre:
+                decays = (Q, dec, etot)
         ins = (x, dtla, o(A), o(dt_bias), Bx, Cx, o(D), o(z))
         for k in reversed(range(spans)):
             c0, c1 = k * per, min(nc, (k + 1) * per)
@@ -293,8 +305,8 @@ def _sweeps_bwd(dy, dhT, x, dtla, A, B, C, D, z, dt_bias, h0, seq_idx, has_dt, d
                            ckpt if spans > 1 else d, o(seq_idx), dy, dec, etot, grads.ws, w,
                            o(dz), o(grads.dD_of(k)), states,
                            T, h, g, p, n, c0, c1, per, k, slot, arg_key=key, opts=opts)
-            if dx is None:
-                dx = torch.empty_like(x)
+            if ddt is None:
+                dx = dx if acc_dx else torch.empty_like(x)
                 ddt = torch.empty(npb, b, T, h, **f32)      # the raw dt's (or log_a's) gradient
                 dh0 = torch.empty(b, h, p, n, **f32) if need_dh0 else None
                 # the adjoint entering a span, left by the span after it
@@ -314,7 +326,49 @@ def _sweeps_bwd(dy, dhT, x, dtla, A, B, C, D, z, dt_bias, h0, seq_idx, has_dt, d
     # one p-block (p <= 64): the partials are the sums
     ddt = ddt[0] if npb == 1 else ddt.sum(0)
     dCB, sums, dD = grads.totals()
-    return dx, dz, ddt, sums if has_dt else None, dCB, dD, dh0
+    return (dx, dz, ddt, sums if has_dt else None, dCB, dD, dh0), decays
+
+
+def _column_blocks_bwd(dy, dhT, x, dtla, A, B, C, D, dt_bias, h0, seq_idx, has_dt,
+                       dt_softplus, chunk_size, fp32_states, decays, ckpt, nb):
+    """:func:`_sweeps_bwd` over blocks of ``nb`` of the state's columns, one after another
+    (:func:`.config.state_block`; no ``z``): each block's reverse sweep adds its dx to the
+    blocks' before it; the dt (or log_a) gradients and the dA / d dt_bias sums are added,
+    the columns of dB, dC and d h0 put side by side; D's terms go with the first block; the
+    decay arrays are made once (or the forward's, taken where their chunk size fits)."""
+    b, T, h, p = x.shape
+    n = B.shape[3]
+    dx = ddt = sums = dD = None
+    dCB, dh0 = [], []
+    for j, c0 in enumerate(range(0, n, nb)):
+        cols = slice(c0, min(n, c0 + nb))
+        part = lambda t: None if t is None else t[..., cols].contiguous()  # noqa: E731
+        out, decays = _sweeps_bwd(
+            dy, part(dhT), x, dtla, A, part(B), part(C), D if j == 0 else None, None,
+            dt_bias, part(h0), seq_idx, has_dt, dt_softplus, chunk_size, h0 is not None,
+            fp32_states, decays, _checkpoint_columns(ckpt, b, h, p, n, cols), dx)
+        dx, _, ddt_j, sums_j, dCB_j, dD_j, dh0_j = out
+        ddt = ddt_j if ddt is None else ddt.add_(ddt_j)
+        if sums_j is not None:
+            sums = sums_j if sums is None else sums.add_(sums_j)
+        dD = dD_j if j == 0 else dD
+        dCB.append(dCB_j)
+        dh0.append(dh0_j)
+    dh0 = torch.cat(dh0, -1) if h0 is not None else None
+    return dx, None, ddt, sums, torch.cat(dCB, -1), dD, dh0
+
+
+def _checkpoint_columns(ckpt, b, h, p, n, cols):
+    """The columns ``cols`` of the forward's checkpoints (:func:`_checkpoints`, states of n
+    columns), as checkpoints of their own; ``ckpt`` itself where there are none."""
+    if ckpt is None or ckpt.shape[0] == 0:
+        return ckpt
+    spans1 = ckpt.shape[0]
+    nb = cols.stop - cols.start
+    out = ckpt.new_empty(spans1, _slot_size(b, h, p, nb))
+    out[:, :b * h * p * nb].view(spans1, b, h, p, nb).copy_(
+        ckpt[:, :b * h * p * n].view(spans1, b, h, p, n)[..., cols])
+    return out
 
 
 class _GradBuffers:
@@ -378,9 +432,15 @@ def _bwd(dy, dhT, x, dtla, A, B, C, D, z, dt_bias, h0, seq_idx, has_dt, dt_softp
          chunk_size, fp32_states, decays=None, ckpt=None):
     """The gradients of every input, in the op's order (None for the absent ones); ``ckpt``
     the forward's checkpoints (:func:`_fwd`), needed where the backward runs in spans."""
-    dx, dz, ddt, sums, dCB, dD, dh0 = _sweeps_bwd(
-        dy, dhT, x, dtla, A, B, C, D, z, dt_bias, h0, seq_idx, has_dt, dt_softplus,
-        chunk_size, h0 is not None, fp32_states, decays, ckpt)
+    nb = _block(x.shape[3], B.shape[3], z is not None, chunk_size, x.dtype)
+    if nb < B.shape[3]:
+        dx, dz, ddt, sums, dCB, dD, dh0 = _column_blocks_bwd(
+            dy, dhT, x, dtla, A, B, C, D, dt_bias, h0, seq_idx, has_dt, dt_softplus,
+            chunk_size, fp32_states, decays, ckpt, nb)
+    else:
+        (dx, dz, ddt, sums, dCB, dD, dh0), _ = _sweeps_bwd(
+            dy, dhT, x, dtla, A, B, C, D, z, dt_bias, h0, seq_idx, has_dt, dt_softplus,
+            chunk_size, h0 is not None, fp32_states, decays, ckpt)
     # the kernels applied the chain rule of the clamp, dt -> dt A and the softplus
     dA = ddtb = None
     if has_dt:
