@@ -35,6 +35,10 @@ The backward runs in spans where its stored states would exceed 1.5 times x's el
 (``SPANS``), and the two sweep kernels run, last span first, a launch each per span
 (``SPANNED``: over chunks ``[C0, C1)``, the states in a buffer of ``NCS`` chunks) from that
 state and from the adjoint the span after it left. In one span they run over the whole call.
+The state's columns (indexed by n) evolve independently too, and y is the sum of their
+blocks' outputs: for n > 64 the launchers run the backward in blocks of 64 columns, one after
+another (:func:`.config.state_block`), the reverse sweep adding its dx to the blocks' before
+it (``ACC_DX``).
 
 Backward: a decay pre-pass (on by default); two sweeps, each recomputing what it needs:
 
