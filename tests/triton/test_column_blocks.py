@@ -113,3 +113,24 @@ def test_z_runs_one_block(monkeypatch):
     whole = _grads(ins, kw, 1, True)
     for a, s in zip(whole, blocked):
         assert torch.equal(a, s)
+
+
+def test_half_column_blocks(monkeypatch):
+    """float16 (the exact loops): blocks of 16 of n = 40, whose dx is added in float16 by the
+    blocks after the first, against one block and against float64."""
+    gen = torch.Generator().manual_seed(7)
+    b, T, h, p, n = 1, 40, 2, 16, 40
+    ins = dict(x=torch.randn(b, T, h, p, generator=gen),
+               dt=torch.rand(b, T, h, generator=gen) * 0.5, A=-torch.rand(h, generator=gen),
+               B=torch.randn(b, T, 1, n, generator=gen) / n ** 0.5,
+               C=torch.randn(b, T, 1, n, generator=gen), D=torch.randn(h, generator=gen))
+    half = {k: v.half() if k in ("x", "B", "C") else v for k, v in ins.items()}
+    kw = dict(chunk_size=16)
+    monkeypatch.setenv("SEMISEP_TRITON_BWD", "NB=16")
+    blocked = _grads(half, kw, 2, True)
+    monkeypatch.setenv("SEMISEP_TRITON_BWD", "NB=0")
+    whole = _grads(half, kw, 2, True)
+    want = _grads(ins, kw, 2, True, fn=_reference)
+    for nm, a, s, w in zip(["y", "hT", *ins], whole, blocked, want):
+        assert rel(s, a) < 2e-3, nm
+        assert rel(s, w) < 5e-3, nm
