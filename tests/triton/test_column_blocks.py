@@ -134,3 +134,31 @@ def test_half_column_blocks(monkeypatch):
     for nm, a, s, w in zip(["y", "hT", *ins], whole, blocked, want):
         assert rel(s, a) < 2e-3, nm
         assert rel(s, w) < 5e-3, nm
+
+
+@pytest.mark.parametrize("knob,spans", [("NB=8", 1), ("NB=8,SPAN=1", 3)])
+def test_custom_op_runs_the_blocks(monkeypatch, knob, spans):
+    """The torch.library op (torch.compile's path) runs the same blocks as the eager path:
+    its gradients are the eager ones bit for bit, and its checkpoints (the states entering
+    the blocks' spans after the first, all n columns) have the shape its fake gives."""
+    from semisep.backends.triton import ops
+    monkeypatch.setenv("SEMISEP_TRITON_BWD", knob)
+    gen = torch.Generator().manual_seed(9)
+    b, T, h, p, n = 1, 40, 2, 8, 24
+    x, B, C = (torch.randn(b, T, h, p, generator=gen), torch.randn(b, T, 1, n, generator=gen),
+               torch.randn(b, T, 1, n, generator=gen))
+    dt, A = torch.rand(b, T, h, generator=gen), -torch.rand(h, generator=gen)
+    h0 = torch.randn(b, h, p, n, generator=gen)
+    leaves = [t.clone().requires_grad_(True) for t in (x, dt, B, C, h0)]
+    y, hT, ckpt = ops._op_fwd(leaves[0], leaves[1], A, leaves[2], leaves[3], None, None, None,
+                              leaves[4], None, True, False, 16, False)
+    assert ckpt.shape == ops._checkpoints_shape(b, T, h, p, n, 16, torch.float32, False)
+    assert ckpt.shape[0] == spans - 1
+    op = torch.autograd.grad(y.square().sum() + hT.sum(), leaves)
+    eager_leaves = [t.detach().clone().requires_grad_(True) for t in leaves]
+    xe, dte, Be, Ce, h0e = eager_leaves
+    y, hT = ssd(xe, None, Be, Ce, dt=dte, A=A, initial_state=h0e, chunk_size=16,
+                return_final_state=True)
+    eager = torch.autograd.grad(y.square().sum() + hT.sum(), eager_leaves)
+    for a, e in zip(op, eager):
+        assert torch.equal(a, e)
