@@ -162,3 +162,25 @@ def test_custom_op_runs_the_blocks(monkeypatch, knob, spans):
     eager = torch.autograd.grad(y.square().sum() + hT.sum(), eager_leaves)
     for a, e in zip(op, eager):
         assert torch.equal(a, e)
+
+
+def test_column_blocks_with_p_blocks(monkeypatch):
+    """Two blocks of the head dimension (p = 32 in blocks of 16) times three of the state's
+    columns: each p-block's dx tiles and dt-gradient partials add up across column blocks."""
+    gen = torch.Generator().manual_seed(11)
+    b, T, h, p, n = 1, 40, 2, 32, 24
+    ins = dict(x=torch.randn(b, T, h, p, generator=gen),
+               dt=torch.rand(b, T, h, generator=gen) * 0.5, A=-torch.rand(h, generator=gen),
+               B=torch.randn(b, T, 1, n, generator=gen), C=torch.randn(b, T, 1, n, generator=gen),
+               D=torch.randn(h, p, generator=gen), initial_state=torch.randn(b, h, p, n,
+                                                                             generator=gen))
+    kw = dict(chunk_size=16)
+    monkeypatch.setenv("SEMISEP_TRITON_BWD", "NB=8,BP=16")
+    blocked = _grads(ins, kw, 3, True)
+    monkeypatch.setenv("SEMISEP_TRITON_BWD", "NB=0,BP=16")
+    whole = _grads(ins, kw, 3, True)
+    want = _grads(ins, kw, 3, True, fn=_reference)
+    for nm, a, s, w in zip(["y", "hT", *ins], whole, blocked, want):
+        assert rel(s, a) < (1e-5 if nm == "A" else 1e-6), nm
+        if nm not in ("dt", "A"):
+            assert rel(s, w) < 2e-5, nm
