@@ -12,6 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from semisep.backends.triton import config, naive, ssd
+from semisep.backends.triton import launch as L
 
 
 def rel(a, b):
@@ -35,6 +36,20 @@ def test_state_block(monkeypatch, p, n, has_z, knob, want):
     assert config.state_block(p, n, has_z, None, torch.bfloat16) == want
 
 
+@pytest.mark.parametrize("n,chunk,reused", [(128, -1, False), (128, 32, True), (64, -1, True)])
+def test_forward_keeps_its_decays_only_for_a_backward_in_its_chunks(n, chunk, reused):
+    """The forward hands the backward its decay arrays where the backward runs its chunks
+    (n = 128 in blocks of 64 runs chunks of 64, the forward 32: it keeps none, and holds no
+    rows for it)."""
+    gen = torch.Generator().manual_seed(1)
+    b, T, h, p = 1, 40, 2, 16
+    x, la = torch.randn(b, T, h, p, generator=gen), -torch.rand(b, T, h, generator=gen)
+    B = torch.randn(b, T, 1, n, generator=gen)
+    out = L._fwd(x, la, None, B, B, None, None, None, None, None, False, False, chunk,
+                 for_grad=True)
+    assert (out[2] is not None) == reused
+
+
 def _loss(y, hT, seed, final):
     gen = torch.Generator().manual_seed(seed)
     gy, gs = torch.randn(y.shape, generator=gen), torch.randn(hT.shape, generator=gen)
@@ -49,6 +64,18 @@ def _grads(ins, kw, seed, final, fn=ssd):
 
 def _reference(chunk_size, return_final_state, **kw):
     return naive.ssd_reference(**{"log_a": None, **kw})
+
+
+def _whole_blocked_float64(mp, ins, kw, seed, final, knob, whole="NB=0", ref_ins=None):
+    """``(name, whole, blocked, float64)`` for y, the final state and every input's
+    gradient: ``SEMISEP_TRITON_BWD`` set to ``whole``, then to ``knob`` (left set); float64
+    from ``ref_ins`` (default ``ins``)."""
+    mp.setenv("SEMISEP_TRITON_BWD", whole)
+    one = _grads(ins, kw, seed, final)
+    mp.setenv("SEMISEP_TRITON_BWD", knob)
+    blocked = _grads(ins, kw, seed, final)
+    want = _grads(ref_ins or ins, kw, seed, final, fn=_reference)
+    return list(zip(["y", "hT", *ins], one, blocked, want))
 
 
 @settings(max_examples=8, deadline=None)
@@ -81,13 +108,10 @@ def test_column_blocks_give_the_whole_backward(T, n, nb, span, use_dt, extras, f
         kw["seq_idx"] = (torch.arange(T) >= T // 3).to(torch.int32).expand(b, T)
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(torch, "are_deterministic_algorithms_enabled", lambda: deterministic)
-        mp.setenv("SEMISEP_TRITON_BWD", "NB=0")
-        whole = _grads(ins, kw, seed, final)
-        mp.setenv("SEMISEP_TRITON_BWD", f"NB={nb}" + (f",SPAN={span}" if span else ""))
+        got = _whole_blocked_float64(mp, ins, kw, seed, final,
+                                     f"NB={nb}" + (f",SPAN={span}" if span else ""))
         assert config.state_block(p, n, False, 16, torch.float32) == nb
-        blocked = _grads(ins, kw, seed, final)
-    want = _grads(ins, kw, seed, final, fn=_reference)
-    for nm, a, s, w in zip(["y", "hT", *ins], whole, blocked, want):
+    for nm, a, s, w in got:
         if nm in ("A", "dt_bias"):
             # sums over b T positions whose terms cancel, added block by block in another
             # order (hypothesis found 2.1e-6 for A); their float64 check: test_triton_ssd
@@ -126,12 +150,8 @@ def test_half_column_blocks(monkeypatch):
                C=torch.randn(b, T, 1, n, generator=gen), D=torch.randn(h, generator=gen))
     half = {k: v.half() if k in ("x", "B", "C") else v for k, v in ins.items()}
     kw = dict(chunk_size=16)
-    monkeypatch.setenv("SEMISEP_TRITON_BWD", "NB=16")
-    blocked = _grads(half, kw, 2, True)
-    monkeypatch.setenv("SEMISEP_TRITON_BWD", "NB=0")
-    whole = _grads(half, kw, 2, True)
-    want = _grads(ins, kw, 2, True, fn=_reference)
-    for nm, a, s, w in zip(["y", "hT", *ins], whole, blocked, want):
+    for nm, a, s, w in _whole_blocked_float64(monkeypatch, half, kw, 2, True, "NB=16",
+                                              ref_ins=ins):
         assert rel(s, a) < 2e-3, nm
         assert rel(s, w) < 5e-3, nm
 
@@ -175,12 +195,8 @@ def test_column_blocks_with_p_blocks(monkeypatch):
                D=torch.randn(h, p, generator=gen), initial_state=torch.randn(b, h, p, n,
                                                                              generator=gen))
     kw = dict(chunk_size=16)
-    monkeypatch.setenv("SEMISEP_TRITON_BWD", "NB=8,BP=16")
-    blocked = _grads(ins, kw, 3, True)
-    monkeypatch.setenv("SEMISEP_TRITON_BWD", "NB=0,BP=16")
-    whole = _grads(ins, kw, 3, True)
-    want = _grads(ins, kw, 3, True, fn=_reference)
-    for nm, a, s, w in zip(["y", "hT", *ins], whole, blocked, want):
+    for nm, a, s, w in _whole_blocked_float64(monkeypatch, ins, kw, 3, True, "NB=8,BP=16",
+                                              whole="NB=0,BP=16"):
         assert rel(s, a) < (1e-5 if nm == "A" else 1e-6), nm
         if nm not in ("dt", "A"):
             assert rel(s, w) < 2e-5, nm

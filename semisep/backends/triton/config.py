@@ -123,9 +123,9 @@ def state_block(p: int, n: int, has_z: bool, chunk_size: Optional[int], dtype) -
     side by side. Blocks of 64 run the kernels' n = 64 configuration (chunks of 64, one span,
     no spills): N = 128 is two n = 64 backwards, which redo the intra-chunk products with x
     and dy but take 24 % less time than one n = 128 backward in spans (H200 at T = 16K: 6.26
-    ms against 8.29; fwd+bwd 7.22 against 9.25, s14-2 against s13-3). Not with ``z``: the gate's gradient needs the whole y
-    (the call then runs in spans, :func:`span_steps`). ``NB`` in ``SEMISEP_TRITON_BWD`` sets
-    the width (experiments, tests; 0: one block).
+    ms against 8.29; fwd+bwd 7.22 against 9.25, s14-2 against s13-3). Not with ``z``: the
+    gate's gradient needs the whole y (the call then runs in spans, :func:`span_steps`).
+    ``NB`` in ``SEMISEP_TRITON_BWD`` sets the width (experiments, tests; 0: one block).
     """
     nb = pick_config(p, n, chunk_size, dtype, "bwd").get("NB", 0)
     return n if (has_z or nb <= 0 or nb >= n) else nb
@@ -145,8 +145,8 @@ def span_steps(T: int, p: int, n: int, chunk_size: Optional[int], dtype) -> Opti
     two spans take 2353 MB). n is the width of one pass of the backward: a block of the
     state's columns where it runs in blocks (:func:`state_block`: n = 64 blocks, one span by
     default), the whole state with z. Spans are whole chunks of the forward's and of the
-    backward's. ``SPAN`` in ``SEMISEP_TRITON_BWD`` sets the backward's chunks per span (experiments,
-    tests). ``chunk_size`` None or -1: the default.
+    backward's. ``SPAN`` in ``SEMISEP_TRITON_BWD`` sets the backward's chunks per span
+    (experiments, tests). ``chunk_size`` None or -1: the default.
     """
     chunk = chunk_size if chunk_size and chunk_size > 0 else None
     cfg = pick_config(p, n, chunk, dtype, "bwd")

@@ -68,12 +68,15 @@ def _fwd_plan(b, T, h, p, g, n, dtype, has_dt, dt_softplus, has_dtb, D_dim, has_
     fast = _fast(dtype, pre)
     gram = fast and _gram(h, g, n)
     flags = dict(HAS_DT=has_dt, DT_SOFTPLUS=dt_softplus, HAS_DTB=has_dtb)
-    dec_opts = _dec_options(flags, has_seq, Q, for_grad, h)
+    nb = _block(p, n, has_z, chunk_size, dtype)
+    # the decay arrays serve the backward where it runs chunks of Q too (not its blocks of
+    # the state's columns at n > 64, whose chunks are of 64: it makes its own)
+    bwd_Q = pick_config(p, nb, None if chunk_size < 0 else chunk_size, dtype, "bwd")["Q"]
+    dec_opts = _dec_options(flags, has_seq, Q, for_grad and bwd_Q == Q, h)
     gram_opts = Options(Q=Q, BN=cfg["BN"], PREC=_prec(dtype),
                         **_launch_opts(dict(cfg, num_stages=1))) if gram else None
     nc = _cdiv(T, Q)
-    per, spans = (_spans(T, Q, p, _block(p, n, has_z, chunk_size, dtype), chunk_size, dtype)
-                  if checkpoints else (max(nc, 1), 1))
+    per, spans = _spans(T, Q, p, nb, chunk_size, dtype) if checkpoints else (max(nc, 1), 1)
     fwd_opts = [Options(
         **flags, HAS_D=D_dim is not None, D_PER_P=D_dim == 2, HAS_Z=has_z, HAS_H0=has_h0,
         HAS_SEQ=has_seq, STORE_HT=True, Q=Q, BP=cfg["BP"], BN=cfg["BN"], PREC=_prec(dtype),
@@ -121,9 +124,10 @@ def _slot_size(b, h, p, n):
 
 def _fwd(x, dtla, A, B, C, D, z, dt_bias, h0, seq_idx, has_dt, dt_softplus, chunk_size,
          for_grad=False, checkpoints=False):
-    """``(y, final state, decays, checkpoints)``: decays is what :func:`_pre_decays` made (or
-    None), which the backward can take instead of running the pre-pass again (``for_grad``:
-    with the rows only the backward reads); checkpoints (only with ``checkpoints``) the
+    """``(y, final state, decays, checkpoints)``: decays is what :func:`_pre_decays` made,
+    with the rows only the backward reads, which the backward takes instead of running the
+    pre-pass again (with ``for_grad``, where the backward's chunks are the forward's; else
+    None); checkpoints (only with ``checkpoints``) the
     states entering the backward's spans after the first (:func:`_checkpoints`), which its
     sweeps start from."""
     b, T, h, p = x.shape
@@ -159,7 +163,7 @@ def _fwd(x, dtla, A, B, C, D, z, dt_bias, h0, seq_idx, has_dt, dt_softplus, chun
                 h0 if h0 is not None else d, seq_idx if seq_idx is not None else d, dec, etot,
                 gl, y, hT, ckpt if spans > 1 else hT,
                 T, h, g, p, n, per, _slot_size(b, h, p, n), arg_key=ak, opts=opts)
-    return y, hT, ((Q, dec, etot) if pre else None), ckpt
+    return y, hT, ((Q, dec, etot) if pre and dec_opts.kwargs["GRAD_ROWS"] else None), ckpt
 
 
 def _gram_tiles(B, C, Q, opts, T, ak):
@@ -351,7 +355,8 @@ def _column_blocks_bwd(dy, dhT, x, dtla, A, B, C, D, dt_bias, h0, seq_idx, has_d
         ddt = ddt_j if ddt is None else ddt.add_(ddt_j)
         if sums_j is not None:
             sums = sums_j if sums is None else sums.add_(sums_j)
-        dD = dD_j if j == 0 else dD
+        if j == 0:
+            dD = dD_j
         dCB.append(dCB_j)
         dh0.append(dh0_j)
     dh0 = torch.cat(dh0, -1) if h0 is not None else None
