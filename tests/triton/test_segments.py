@@ -136,7 +136,7 @@ def test_resets_keep_the_factored_loops():
     x = torch.randn(b, T, h, 4)
     B = torch.randn(b, T, 1, 8)
     _, _, (_, _, etot), _ = L._fwd(x, la, None, B, B, None, None, None, None, seq, False, False,
-                                Q)
+                                Q, for_grad=True)
     out = torch.empty(b * h, dtype=torch.int32)
     _factorable_probe[(1, b * h)](etot, out, T // Q, HAS_SEQ=True)
     assert out.tolist() == [1, 0, 0, 1]
