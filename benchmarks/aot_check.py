@@ -161,7 +161,7 @@ def loop_report(cubin, top=12):
     return f"loop={len(body)} instr {opcodes(*best).most_common(top)}"
 
 
-ints = {"T", "H", "G", "P", "N", "NPB", "HPP", "PER", "SLOT", "C0", "C1", "NCS", "k", "NSPAN"}
+ints = {"T", "H", "G", "P", "N", "NS", "NPB", "HPP", "PER", "SLOT", "C0", "C1", "NCS", "k", "NSPAN"}
 only = [k for k in opts.get("only", "").split("+") if k] if isinstance(opts.get("only"), str) else []
 for name, (fn, ptrs, extra) in kernels.items():
     if only and name not in only:
@@ -169,7 +169,7 @@ for name, (fn, ptrs, extra) in kernels.items():
     forced = FEATURES if opts.get("full") else {}
     flags = {k: v for k, v in {**common_flags, **extra, **forced}.items() if k in fn.arg_names}
     sig = sig_of(fn, ptrs, ints)
-    div = {"T", "H", "P", "N", "PER", "SLOT"}
+    div = {"T", "H", "P", "N", "NS", "PER", "SLOT"}
     attrs = {(i,): [["tt.divisibility", 16]] for i, a in enumerate(fn.arg_names)
              if a in ptrs or a in div}
     src = ASTSource(fn, sig, constexprs=flags, attrs=attrs)

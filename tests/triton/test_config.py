@@ -81,8 +81,7 @@ def test_exact_loop_stages_reach_every_sweep(monkeypatch):
     monkeypatch.setenv("SEMISEP_TRITON_BWD", "EXACT_STAGES=2")
     args = (1, 256, 2, 16, 1, 16, torch.float32, False, False, False, None, False, False, True)
     fwd = L._fwd_plan(*args, -1, True)[5]
-    plan = L._bwd_plan(*args, False, False, -1, True, False)
-    bwd = plan[5] + plan[6]
+    bwd = [o for _, _, f, r in L._bwd_plan(*args, False, False, -1, True)[5] for o in f + r]
     assert [o.kwargs["EXACT_STAGES"] for o in fwd] == [1] * len(fwd)
     assert [o.kwargs["EXACT_STAGES"] for o in bwd] == [2] * len(bwd)
     monkeypatch.delenv("SEMISEP_TRITON_FWD")

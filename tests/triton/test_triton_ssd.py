@@ -114,7 +114,7 @@ def test_wide_offsets_give_the_same_results(monkeypatch):
     # both directions' launches (forward, and the backward's sweeps) took the wide offsets
     fwd, bwd = L._PLANS.values()
     assert len(L._PLANS) == 2 and all(opts.kwargs["WIDE"] for opts in fwd[5])
-    assert all(opts.kwargs["WIDE"] for opts in bwd[5] + bwd[6])
+    assert all(opts.kwargs["WIDE"] for _, _, f, r in bwd[5] for opts in f + r)
 
 
 def test_forward_mamba2_extras():

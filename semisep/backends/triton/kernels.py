@@ -38,7 +38,10 @@ state and from the adjoint the span after it left. In one span they run over the
 The state's columns (indexed by n) evolve independently too, and y is the sum of their
 blocks' outputs: for n > 64 the launchers run the backward in blocks of 64 columns, one after
 another (:func:`.config.state_block`), the reverse sweep adding its dx to the blocks' before
-it (``ACC_DX``).
+it (``ACC_DX``). A sweep takes the N columns of its block out of rows of NS: the pointers to
+B, C, their gradients and the (b, h, p, NS) states (h0, the checkpoints, the adjoint carry,
+d final state, d h0) start at the block's first column; the stored chunk states are the
+block's own, N wide.
 
 Backward: a decay pre-pass (on by default); two sweeps, each recomputing what it needs:
 
@@ -146,7 +149,7 @@ def ssd_fwd_kernel(
 
             x_base, y_base, z_base, B_base, C_base = _io_starts(
                 x_ptr, y_ptr, z_ptr, B_ptr, C_ptr, b64, h, grp, T, H, G, P, N)
-            st_off, st_mask = _state_tile(b64, h, H, P, N, offs_p, offs_n, STATE_T)
+            st_off, st_mask = _state_tile(b64, h, H, P, N, N, offs_p, offs_n, STATE_T)
 
             if HAS_H0:
                 S = tl.load(h0_ptr + st_off, mask=st_mask, other=0.0).to(tl.float32)
@@ -177,7 +180,7 @@ def ssd_fwd_kernel(
                         dtb_ptr, seq_ptr, b64, h, H, T, t, HAS_DT, DT_SOFTPLUS, HAS_DTB, HAS_SEQ,
                         CLAMP_C)
                     mask_t, m_tp, m_tn, x, Bt, Ct = _chunk_inputs(
-                        x_base, B_base, C_base, t, T, H, G, P, N, offs_p, offs_n, EVEN)
+                        x_base, B_base, C_base, t, T, H, G, P, N, N, offs_p, offs_n, EVEN)
                     if not (F and GRAM):
                         Gm = tl.dot(Ct, tl.trans(Bt), input_precision=PREC)
                     acc = tl.dot(Ct, _state_nt(S, STATE_T).to(dtype), input_precision=PREC)
@@ -262,7 +265,7 @@ def ssd_bwd_fwdsweep_kernel(
     x_ptr, dt_ptr, A_ptr, dtb_ptr, B_ptr, C_ptr, D_ptr, z_ptr, h0_ptr, ck_ptr, seq_ptr, dy_ptr,
     dec_ptr, etot_ptr,
     dC_ptr, w_ptr, dz_ptr, dD_ptr, st_ptr,
-    T, H, G, P, N, C0, C1, NCS, k, SLOT,
+    T, H, G, P, N, NS, C0, C1, NCS, k, SLOT,
     HAS_DT: tl.constexpr, DT_SOFTPLUS: tl.constexpr, HAS_DTB: tl.constexpr,
     HAS_D: tl.constexpr, D_PER_P: tl.constexpr, HAS_Z: tl.constexpr, HAS_H0: tl.constexpr,
     HAS_SEQ: tl.constexpr,
@@ -293,11 +296,11 @@ def ssd_bwd_fwdsweep_kernel(
             dtype = x_ptr.dtype.element_ty
 
             x_base, dy_base, z_base, B_base, C_base = _io_starts(x_ptr, dy_ptr, z_ptr, B_ptr, C_ptr,
-                                                                 b64, h, grp, T, H, G, P, N)
+                                                                 b64, h, grp, T, H, G, P, NS)
             dz_base = _start(dz_ptr, b64, h, T, H, P)
-            dC_base, dC_rs = _grad_rows(dC_ptr, pid_p, b64, h, grp, T, H, G, N, ATOMIC)
+            dC_base, dC_rs = _grad_rows(dC_ptr, pid_p, b64, h, grp, T, H, G, NS, ATOMIC)
             w_base = w_ptr + _slot(pid_p, pid_bh) * T
-            st_off, st_mask = _state_tile(b64, h, H, P, N, offs_p, offs_n)
+            st_off, st_mask = _state_tile(b64, h, H, P, N, NS, offs_p, offs_n)
             st_row0, st_loc = _state_rows(st_ptr, b64, h, H, NCS, P, N, offs_p, offs_n)
 
             NARROW: tl.constexpr = BN <= 64
@@ -317,7 +320,7 @@ def ssd_bwd_fwdsweep_kernel(
                     PRE, dec_ptr, etot_ptr, tl.num_programs(1), NC, c, dt_ptr, A_ptr, dtb_ptr,
                     seq_ptr, b64, h, H, T, t, HAS_DT, DT_SOFTPLUS, HAS_DTB, HAS_SEQ, CLAMP_C)
                 mask_t, m_tp, m_tn, x, Bt, Ct = _chunk_inputs(
-                    x_base, B_base, C_base, t, T, H, G, P, N, offs_p, offs_n, EVEN)
+                    x_base, B_base, C_base, t, T, H, G, P, N, NS, offs_p, offs_n, EVEN)
                 dyo = _ld(_tile(dy_base, t, H * P, offs_p), m_tp, EVEN).to(tl.float32)
                 if HAS_DT:
                     xs = (x.to(tl.float32) * dtv[:, None]).to(dtype)
@@ -423,7 +426,7 @@ def ssd_bwd_revsweep_kernel(
     carry_ptr, dec_ptr, etot_ptr,
     st_ptr, w_ptr,
     dx_ptr, dB_ptr, ddt_ptr, dsum_ptr, dh0_ptr,
-    T, H, G, P, N, NPB, C0, C1, NCS, k, NSPAN,
+    T, H, G, P, N, NS, NPB, C0, C1, NCS, k, NSPAN,
     HAS_DT: tl.constexpr, DT_SOFTPLUS: tl.constexpr, HAS_DTB: tl.constexpr,
     HAS_D: tl.constexpr, D_PER_P: tl.constexpr, HAS_Z: tl.constexpr,
     HAS_SEQ: tl.constexpr, HAS_DHT: tl.constexpr, STORE_DH0: tl.constexpr,
@@ -470,9 +473,9 @@ def ssd_bwd_revsweep_kernel(
             dtype = x_ptr.dtype.element_ty
 
             x_base, dy_base, z_base, B_base, C_base = _io_starts(x_ptr, dy_ptr, z_ptr, B_ptr, C_ptr,
-                                                                 b64, h, grp, T, H, G, P, N)
+                                                                 b64, h, grp, T, H, G, P, NS)
             dx_base = _start(dx_ptr, b64, h, T, H, P)
-            dB_base, dB_rs = _grad_rows(dB_ptr, pid_p, b64, h, grp, T, H, G, N, ATOMIC)
+            dB_base, dB_rs = _grad_rows(dB_ptr, pid_p, b64, h, grp, T, H, G, NS, ATOMIC)
             w_base = w_ptr + _slot(pid_p, pid_bh) * T
             pb_b = pid_p.to(tl.int64) * (tl.num_programs(1) // H) + b64
             ddt_base = ddt_ptr + pb_b * T * H + h
@@ -483,7 +486,7 @@ def ssd_bwd_revsweep_kernel(
                 dA_err = tl.full((), 0.0, tl.float32)
                 ddtb_acc = tl.full((), 0.0, tl.float32)
                 ddtb_err = tl.full((), 0.0, tl.float32)
-            st_off, st_mask = _state_tile(b64, h, H, P, N, offs_p, offs_n)
+            st_off, st_mask = _state_tile(b64, h, H, P, N, NS, offs_p, offs_n)
             st_row0, st_loc = _state_rows(st_ptr, b64, h, H, NCS, P, N, offs_p, offs_n)
 
             dS = tl.load(carry_ptr + st_off, mask=_when(st_mask, k, NSPAN - 1),
@@ -501,7 +504,7 @@ def ssd_bwd_revsweep_kernel(
                     PRE, dec_ptr, etot_ptr, tl.num_programs(1), NC, c, dt_ptr, A_ptr, dtb_ptr,
                     seq_ptr, b64, h, H, T, t, HAS_DT, DT_SOFTPLUS, HAS_DTB, HAS_SEQ, CLAMP_C)
                 mask_t, m_tp, m_tn, x, Bt, Ct = _chunk_inputs(
-                    x_base, B_base, C_base, t, T, H, G, P, N, offs_p, offs_n, EVEN)
+                    x_base, B_base, C_base, t, T, H, G, P, N, NS, offs_p, offs_n, EVEN)
                 dyt = _ld(_tile(dy_base, t, H * P, offs_p), m_tp, EVEN)
                 # the loads that no dot takes (so the pipeliner does not copy them ahead) are issued
                 # first, for their latency to pass behind the dots (H200 s7-3: 1.78 -> 1.58 ms at
@@ -659,7 +662,7 @@ def ssd_decode_kernel(
     x = tl.load(x_ptr + xo, mask=mask_p, other=0.0).to(tl.float32)
     Bv = tl.load(B_ptr + (b64 * G + grp) * N + offs_n, mask=mask_n, other=0.0).to(tl.float32)
     Cv = tl.load(C_ptr + (b64 * G + grp) * N + offs_n, mask=mask_n, other=0.0).to(tl.float32)
-    st_off, st_mask = _state_tile(b64, h, H, P, N, offs_p, offs_n)
+    st_off, st_mask = _state_tile(b64, h, H, P, N, N, offs_p, offs_n)
     S = tl.load(state_ptr + st_off, mask=st_mask, other=0.0).to(tl.float32)
     S = S * decay + (x * dtv)[:, None] * Bv[None, :]
     tl.store(state_ptr + st_off, S.to(state_ptr.dtype.element_ty), mask=st_mask)

@@ -217,42 +217,59 @@ def _pre_decays(pre, opts, dtla, A, dt_bias, seq_idx, Q, d, ak):
 
 
 def _bwd_plan(b, T, h, p, g, n, dtype, has_dt, dt_softplus, has_dtb, D_dim, has_z, has_h0,
-              has_seq, has_dhT, need_dh0, chunk_size, atomic, acc_dx):
-    """``(Q, BP, grid, pre, decays Options (with GRAD_ROWS), [forward sweep Options],
-    [reverse sweep Options], spans, chunks per span)``: a launch per loop kind or one holding
-    both, each run once per span (:func:`.config.span_steps`; ``SPANNED`` where there is more
-    than one), last span first; ``acc_dx``: the reverse sweep adds to dx (``ACC_DX``)."""
-    cfg = pick_config(p, n, None if chunk_size < 0 else chunk_size, dtype, "bwd")
+              has_seq, has_dhT, need_dh0, chunk_size, atomic):
+    """``(Q, BP, grid, pre, decays Options (with GRAD_ROWS), blocks, spans, chunks per span)``:
+    ``blocks`` holds, for each block of the state's columns (:func:`.config.state_block`),
+    ``(first column, width, [forward sweep Options], [reverse sweep Options])``: a launch per
+    loop kind or one holding both, each run once per span (:func:`.config.span_steps`, of a
+    block; ``SPANNED`` where there is more than one), last span first. D's terms go with the
+    first block; the reverse sweeps of the others add their dx to it (``ACC_DX``)."""
+    nb = _block(p, n, has_z, chunk_size, dtype)
+    cfg = pick_config(p, nb, None if chunk_size < 0 else chunk_size, dtype, "bwd")
     Q, BP = cfg["Q"], cfg["BP"]
     pre = _pre("bwd")
     fast = _fast(dtype, pre)
     kinds = _launches(fast, b * h * T * cfg["BN"])
-    per, spans = _spans(T, Q, p, n, chunk_size, dtype)
+    per, spans = _spans(T, Q, p, nb, chunk_size, dtype)
     head = dict(HAS_DT=has_dt, DT_SOFTPLUS=dt_softplus, HAS_DTB=has_dtb)
-    flags = dict(head, HAS_D=D_dim is not None, D_PER_P=D_dim == 2, HAS_Z=has_z,
-                 HAS_SEQ=has_seq, Q=Q, BP=BP, BN=cfg["BN"], PREC=_prec(dtype), CLAMP_C=CLAMP,
-                 EVEN=_even(cfg, T, p, n), WIDE=_wide(per * p * n), PRE=pre,
-                 FACTOR=_factor("bwd"), ATOMIC=atomic, FAST=fast,
-                 EXACT_STAGES=cfg.get("EXACT_STAGES", 0), SPANNED=spans > 1)
     dec_opts = _dec_options(head, has_seq, Q, True, h)
-    fwd_opts = [Options(**flags, HAS_H0=has_h0, FACTORED=f, ONE_LAUNCH=one,
-                        **_launch_opts(dict(cfg, num_stages=cfg["fwd_sweep_stages"])))
-                for f, one in kinds]
-    rev_opts = [Options(**flags, HAS_DHT=has_dhT, STORE_DH0=need_dh0, FACTORED=f,
-                        ONE_LAUNCH=one, E_ON_C=bool(cfg["E_ON_C"]), ACC_DX=acc_dx,
-                        **_launch_opts(cfg))
-                for f, one in kinds]
-    return Q, BP, (_cdiv(p, BP), b * h), pre, dec_opts, fwd_opts, rev_opts, spans, per
+    blocks = []
+    for c0 in range(0, n, nb):
+        width = min(nb, n - c0)
+        flags = dict(head, HAS_D=D_dim is not None and c0 == 0, D_PER_P=D_dim == 2,
+                     HAS_Z=has_z, HAS_SEQ=has_seq, Q=Q, BP=BP, BN=cfg["BN"], PREC=_prec(dtype),
+                     CLAMP_C=CLAMP, EVEN=_even(cfg, T, p, width), WIDE=_wide(per * p * nb),
+                     PRE=pre, FACTOR=_factor("bwd"), ATOMIC=atomic, FAST=fast,
+                     EXACT_STAGES=cfg.get("EXACT_STAGES", 0), SPANNED=spans > 1)
+        fwd_opts = [Options(**flags, HAS_H0=has_h0, FACTORED=f, ONE_LAUNCH=one,
+                            **_launch_opts(dict(cfg, num_stages=cfg["fwd_sweep_stages"])))
+                    for f, one in kinds]
+        rev_opts = [Options(**flags, HAS_DHT=has_dhT, STORE_DH0=need_dh0, FACTORED=f,
+                            ONE_LAUNCH=one, E_ON_C=bool(cfg["E_ON_C"]), ACC_DX=c0 > 0,
+                            **_launch_opts(cfg))
+                    for f, one in kinds]
+        blocks.append((c0, width, fwd_opts, rev_opts))
+    return Q, BP, (_cdiv(p, BP), b * h), pre, dec_opts, blocks, spans, per
+
+
+def _from(t, c0):
+    """The contiguous ``t`` from its element ``c0`` on (a flat view): the address of a block's
+    first column in an array whose rows the kernels step through themselves."""
+    return t if c0 == 0 or t is None else t.view(-1)[c0:]
 
 
 def _sweeps_bwd(dy, dhT, x, dtla, A, B, C, D, z, dt_bias, h0, seq_idx, has_dt, dt_softplus,
-                chunk_size, need_dh0, fp32_states, decays=None, ckpt=None, dx=None):
-    """The backward's sweeps: the state forward, then its adjoint backward; in spans
+                chunk_size, need_dh0, fp32_states, decays=None, ckpt=None):
+    """The backward's sweeps: the state forward, then its adjoint backward; block by block of
+    the state's columns (:func:`.config.state_block`), each in spans
     (:func:`.config.span_steps`) last first, each from the state entering it (h0, or
     ``ckpt``: the forward's :func:`_fwd` checkpoints, needed with more than one span).
-    ``decays``: the forward's ``(Q, dec, etot)``, used when the chunk size matches; ``dx``:
-    where dx is added to (else a new tensor). Returns the gradients and the decays used.
+    ``decays``: the forward's ``(Q, dec, etot)``, used when the chunk size matches. Returns
+    the gradients and the decays used.
 
+    The blocks share every buffer: each takes its columns of B, C, their gradients and the
+    states of n columns at its first column (the kernels step through rows of n), writes its
+    own rows of the dt gradient (summed at the end) and adds its dx to the blocks' before it.
     Only what the first launch needs comes before it: the host time up to that launch is
     time the GPU idles after the forward where that is short (T <= 4K, H200 s8)."""
     b, T, h, p = x.shape
@@ -267,10 +284,10 @@ def _sweeps_bwd(dy, dhT, x, dtla, A, B, C, D, z, dt_bias, h0, seq_idx, has_dt, d
     ak = arg_key((x, dtla, A, B, C, D, z, dt_bias, h0, seq_idx, dy, dhT), x.shape, B.shape,
                  st_dtype)
     atomic = not torch.are_deterministic_algorithms_enabled()
-    Q, BP, grid, pre, dec_opts, fwd_opts, rev_opts, spans, per = _plan(
+    Q, BP, grid, pre, dec_opts, blocks, spans, per = _plan(
         _bwd_plan, b, T, h, p, g, n, x.dtype, has_dt, dt_softplus, dt_bias is not None,
         None if D is None else D.dim(), z is not None, h0 is not None, seq_idx is not None,
-        dhT is not None, need_dh0, chunk_size, atomic, dx is not None)
+        dhT is not None, need_dh0, chunk_size, atomic)
     if spans > 1 and (ckpt is None or ckpt.shape[0] != spans - 1):
         raise RuntimeError(
             f"the backward runs in {spans} spans and needs the forward's {spans - 1} "
@@ -279,15 +296,15 @@ def _sweeps_bwd(dy, dhT, x, dtla, A, B, C, D, z, dt_bias, h0, seq_idx, has_dt, d
     npb = grid[0]
     nc = _cdiv(T, Q)
     f32 = dict(device=x.device, dtype=torch.float32)
-    grads = _GradBuffers(b, T, h, g, p, n, npb, D, f32, atomic, spans)
+    grads = _GradBuffers(b, T, h, g, p, n, npb, D, f32, atomic, spans, len(blocks))
     w = torch.empty(npb, b * h, T, **f32)
-    # the state entering each chunk of a span, for the reverse sweep
-    states = torch.empty(b, h, per, p, n, device=x.device, dtype=st_dtype)
+    # the state entering each chunk of a span, for the reverse sweep (a block's columns)
+    states = torch.empty(b, h, per, p, blocks[0][1], device=x.device, dtype=st_dtype)
     dz = torch.empty_like(z) if z is not None else None
     d = _dummy(x)
     o = lambda t: t if t is not None else d  # noqa: E731
     slot = _slot_size(b, h, p, n)
-    acc_dx, ddt = dx is not None, None
+    ddt = None
     with _device_ctx(x):
         if T > 0:
             if (pre and decays is not None and decays[0] == Q
@@ -297,83 +314,49 @@ def _sweeps_bwd(dy, dhT, x, dtla, A, B, C, D, z, dt_bias, h0, seq_idx, has_dt, d
                 dec, etot = _pre_decays(pre, dec_opts, dtla, A, dt_bias, seq_idx, Q, d, ak)
             if pre:
                 decays = (Q, dec, etot)
-        ins = (x, dtla, o(A), o(dt_bias), Bx, Cx, o(D), o(z))
-        for k in reversed(range(spans)):
-            c0, c1 = k * per, min(nc, (k + 1) * per)
-            # the span's index and bounds specialize its launches (an int of 1, or one that
-            # 16 divides, compiles apart): part of their argument key
-            key = ak if spans == 1 else (ak, k)
-            if T > 0:
-                for opts in fwd_opts:
-                    launch(K.ssd_bwd_fwdsweep_kernel, grid, *ins, o(h0),
-                           ckpt if spans > 1 else d, o(seq_idx), dy, dec, etot, grads.ws, w,
-                           o(dz), o(grads.dD_of(k)), states,
-                           T, h, g, p, n, c0, c1, per, k, slot, arg_key=key, opts=opts)
-            if ddt is None:
-                dx = dx if acc_dx else torch.empty_like(x)
-                ddt = torch.empty(npb, b, T, h, **f32)      # the raw dt's (or log_a's) gradient
-                dh0 = torch.empty(b, h, p, n, **f32) if need_dh0 else None
-                # the adjoint entering a span, left by the span after it
-                carry = torch.empty(b, h, p, n, **f32) if spans > 1 else d
-            if T > 0:
-                for opts in rev_opts:
-                    launch(K.ssd_bwd_revsweep_kernel, grid, *ins, o(seq_idx), dy, o(dhT),
-                           carry, dec, etot, states, w, dx, grads.dB, ddt, grads.sums_of(k),
-                           o(dh0),
-                           T, h, g, p, n, npb, c0, c1, per, k, spans, arg_key=key, opts=opts)
+        for j, (c0, width, fwd_opts, rev_opts) in enumerate(blocks):
+            ins = (x, dtla, o(A), o(dt_bias), _from(Bx, c0), _from(Cx, c0), o(D), o(z))
+            h0_j, ck_j = o(_from(h0, c0)), _from(ckpt, c0) if spans > 1 else d
+            dC_j, dB_j = _from(grads.ws, c0), _from(grads.dB, c0)
+            for k in reversed(range(spans)):
+                c0k, c1k = k * per, min(nc, (k + 1) * per)
+                # the block and the span specialize their launches (the block's first column
+                # sets its addresses' alignment; an int of 1, or one that 16 divides,
+                # compiles apart): part of their argument key
+                key = ak if spans == 1 and j == 0 else (ak, j, k)
+                if T > 0:
+                    for opts in fwd_opts:
+                        launch(K.ssd_bwd_fwdsweep_kernel, grid, *ins, h0_j, ck_j, o(seq_idx),
+                               dy, dec, etot, dC_j, w, o(dz), o(grads.dD_of(k)), states,
+                               T, h, g, p, width, n, c0k, c1k, per, k, slot,
+                               arg_key=key, opts=opts)
+                if ddt is None:
+                    dx = torch.empty_like(x)
+                    # the raw dt's (or log_a's) gradient, a partial per block and p-block
+                    ddt = torch.empty(len(blocks), npb, b, T, h, **f32)
+                    dh0 = torch.empty(b, h, p, n, **f32) if need_dh0 else None
+                    # the adjoint entering a span, left by the span after it
+                    carry = torch.empty(b, h, p, n, **f32) if spans > 1 else None
+                if k == spans - 1:
+                    dhT_j, carry_j, dh0_j = _from(dhT, c0), o(_from(carry, c0)), _from(dh0, c0)
+                if T > 0:
+                    for opts in rev_opts:
+                        launch(K.ssd_bwd_revsweep_kernel, grid, *ins, o(seq_idx), dy,
+                               o(dhT_j), carry_j, dec, etot, states, w, dx, dB_j, ddt[j],
+                               grads.sums_of(j, k), o(dh0_j),
+                               T, h, g, p, width, n, npb, c0k, c1k, per, k, spans,
+                               arg_key=key, opts=opts)
     if T == 0:
         if need_dh0:
             dh0.copy_(dhT if dhT is not None else torch.zeros_like(dh0))
         ddt.zero_()
         grads.zero_()
     del states
-    # one p-block (p <= 64): the partials are the sums
-    ddt = ddt[0] if npb == 1 else ddt.sum(0)
+    # one block and one p-block (p <= 64): the partials are the sums
+    ddt = ddt.view(-1, b, T, h)
+    ddt = ddt[0] if ddt.shape[0] == 1 else ddt.sum(0)
     dCB, sums, dD = grads.totals()
     return (dx, dz, ddt, sums if has_dt else None, dCB, dD, dh0), decays
-
-
-def _column_blocks_bwd(dy, dhT, x, dtla, A, B, C, D, dt_bias, h0, seq_idx, has_dt,
-                       dt_softplus, chunk_size, fp32_states, decays, ckpt, nb):
-    """:func:`_sweeps_bwd` over blocks of ``nb`` of the state's columns, one after another
-    (:func:`.config.state_block`; no ``z``): each block's reverse sweep adds its dx to the
-    blocks' before it; the dt (or log_a) gradients and the dA / d dt_bias sums are added,
-    the columns of dB, dC and d h0 put side by side; D's terms go with the first block; the
-    decay arrays are made once (or the forward's, taken where their chunk size fits)."""
-    b, T, h, p = x.shape
-    n = B.shape[3]
-    dx = ddt = sums = dD = None
-    dCB, dh0 = [], []
-    for j, c0 in enumerate(range(0, n, nb)):
-        cols = slice(c0, min(n, c0 + nb))
-        part = lambda t: None if t is None else t[..., cols].contiguous()  # noqa: E731
-        out, decays = _sweeps_bwd(
-            dy, part(dhT), x, dtla, A, part(B), part(C), D if j == 0 else None, None,
-            dt_bias, part(h0), seq_idx, has_dt, dt_softplus, chunk_size, h0 is not None,
-            fp32_states, decays, _checkpoint_columns(ckpt, b, h, p, n, cols), dx)
-        dx, _, ddt_j, sums_j, dCB_j, dD_j, dh0_j = out
-        ddt = ddt_j if ddt is None else ddt.add_(ddt_j)
-        if sums_j is not None:
-            sums = sums_j if sums is None else sums.add_(sums_j)
-        if j == 0:
-            dD = dD_j
-        dCB.append(dCB_j)
-        dh0.append(dh0_j)
-    dh0 = torch.cat(dh0, -1) if h0 is not None else None
-    return dx, None, ddt, sums, torch.cat(dCB, -1), dD, dh0
-
-
-def _checkpoint_columns(ckpt, b, h, p, n, cols):
-    """The columns ``cols`` of the forward's checkpoints (:func:`_checkpoints`, states of n
-    columns), as checkpoints of their own; ``ckpt`` itself where there are none."""
-    if ckpt is None or ckpt.shape[0] == 0:
-        return ckpt
-    spans1 = ckpt.shape[0]
-    nb = cols.stop - cols.start
-    out = ckpt.new_empty(spans1, _slot_size(b, h, p, nb))
-    out[:, :b * h * p * nb].view(spans1, b, h, p, nb).copy_(
-        ckpt[:, :b * h * p * n].view(spans1, b, h, p, n)[..., cols])
-    return out
 
 
 class _GradBuffers:
@@ -385,12 +368,13 @@ class _GradBuffers:
     dD (D's shape); the totals are views of it (one fill, no reduction; the order of the
     additions is not fixed, so not bit-reproducible). Else, under
     ``torch.use_deterministic_algorithms``, one partial per (p-block, b, h), dC's then dB's
-    in ``ws``, and per (span, p-block, b, h) for the sums and dD (each span writes its own),
-    and one torch reduction per group. The views are made with the buffer, before the first
+    in ``ws`` (blocks of the state's columns write their own columns), per (block, span,
+    p-block, b, h) for the sums and per (span, b, h) for dD (each writes its own), and one
+    torch reduction per group. The views are made with the buffer, before the first
     launch.
     """
 
-    def __init__(self, b, T, h, g, p, n, npb, D, f32, atomic, spans=1):
+    def __init__(self, b, T, h, g, p, n, npb, D, f32, atomic, spans=1, blocks=1):
         self.atomic = atomic
         self.shape = (b, T, h, g, n, npb)
         self.D_shape = None if D is None else tuple(D.shape)
@@ -402,7 +386,8 @@ class _GradBuffers:
         else:
             self.ws = self.dCB = torch.empty(2, npb, b, T, h, n, **f32)
             self.dB = self.ws[1]
-            self.sums = torch.empty(spans, 2, npb, b, h, **f32)
+            self.spans = spans
+            self.sums = torch.empty(blocks * spans, 2, npb, b, h, **f32)
             dD = torch.empty(spans, b, h, p, **f32)
         self.dD = dD if D is not None else None
 
@@ -410,9 +395,9 @@ class _GradBuffers:
         """Where span ``k`` puts its dD."""
         return self.dD if self.atomic or self.dD is None else self.dD[k]
 
-    def sums_of(self, k):
-        """Where span ``k`` puts its sums."""
-        return self.sums if self.atomic else self.sums[k]
+    def sums_of(self, j, k):
+        """Where span ``k`` of block ``j`` of the state's columns puts its sums."""
+        return self.sums if self.atomic else self.sums[j * self.spans + k]
 
     def zero_(self):
         """For T = 0 (no launch); with ``atomic`` the sums and dD are views of ``ws``."""
@@ -437,15 +422,9 @@ def _bwd(dy, dhT, x, dtla, A, B, C, D, z, dt_bias, h0, seq_idx, has_dt, dt_softp
          chunk_size, fp32_states, decays=None, ckpt=None):
     """The gradients of every input, in the op's order (None for the absent ones); ``ckpt``
     the forward's checkpoints (:func:`_fwd`), needed where the backward runs in spans."""
-    nb = _block(x.shape[3], B.shape[3], z is not None, chunk_size, x.dtype)
-    if nb < B.shape[3]:
-        dx, dz, ddt, sums, dCB, dD, dh0 = _column_blocks_bwd(
-            dy, dhT, x, dtla, A, B, C, D, dt_bias, h0, seq_idx, has_dt, dt_softplus,
-            chunk_size, fp32_states, decays, ckpt, nb)
-    else:
-        (dx, dz, ddt, sums, dCB, dD, dh0), _ = _sweeps_bwd(
-            dy, dhT, x, dtla, A, B, C, D, z, dt_bias, h0, seq_idx, has_dt, dt_softplus,
-            chunk_size, h0 is not None, fp32_states, decays, ckpt)
+    (dx, dz, ddt, sums, dCB, dD, dh0), _ = _sweeps_bwd(
+        dy, dhT, x, dtla, A, B, C, D, z, dt_bias, h0, seq_idx, has_dt, dt_softplus,
+        chunk_size, h0 is not None, fp32_states, decays, ckpt)
     # the kernels applied the chain rule of the clamp, dt -> dt A and the softplus
     dA = ddtb = None
     if has_dt:

@@ -27,14 +27,14 @@ def _offsets(pid_p, Q: tl.constexpr, BP: tl.constexpr, BN: tl.constexpr):
 
 
 @triton.jit
-def _state_tile(b64, h, H, P, N, offs_p, offs_n, TRANSPOSED: tl.constexpr = False):
-    """``(offsets, mask)`` of this program's block of a (b, H, P, N) state, as a (p, n) tile
-    or (``TRANSPOSED``) an (n, p) one."""
+def _state_tile(b64, h, H, P, N, NS, offs_p, offs_n, TRANSPOSED: tl.constexpr = False):
+    """``(offsets, mask)`` of this program's block of the first N of the NS columns of a
+    (b, H, P, NS) state, as a (p, n) tile or (``TRANSPOSED``) an (n, p) one."""
     if TRANSPOSED:
-        off = ((b64 * H + h) * P + offs_p[None, :]) * N + offs_n[:, None]
+        off = ((b64 * H + h) * P + offs_p[None, :]) * NS + offs_n[:, None]
         mask = (offs_p < P)[None, :] & (offs_n < N)[:, None]
     else:
-        off = ((b64 * H + h) * P + offs_p[:, None]) * N + offs_n[None, :]
+        off = ((b64 * H + h) * P + offs_p[:, None]) * NS + offs_n[None, :]
         mask = (offs_p < P)[:, None] & (offs_n < N)[None, :]
     return off, mask
 
@@ -72,12 +72,12 @@ def _start(ptr, b64, i, T, W, D):
 
 
 @triton.jit
-def _io_starts(x_ptr, o_ptr, z_ptr, B_ptr, C_ptr, b64, h, grp, T, H, G, P, N):
+def _io_starts(x_ptr, o_ptr, z_ptr, B_ptr, C_ptr, b64, h, grp, T, H, G, P, NS):
     """:func:`_start` of (b, h) in x, in a second (b, T, H, P) array ``o`` (y, or dy), in z,
-    and of (b, its group) in B and C: the inputs every sweep walks."""
+    and of (b, its group) in B and C (rows of NS columns): the inputs every sweep walks."""
     return (_start(x_ptr, b64, h, T, H, P), _start(o_ptr, b64, h, T, H, P),
-            _start(z_ptr, b64, h, T, H, P), _start(B_ptr, b64, grp, T, G, N),
-            _start(C_ptr, b64, grp, T, G, N))
+            _start(z_ptr, b64, h, T, H, P), _start(B_ptr, b64, grp, T, G, NS),
+            _start(C_ptr, b64, grp, T, G, NS))
 
 
 @triton.jit
@@ -106,15 +106,17 @@ def _st(ptrs, v, mask, EVEN: tl.constexpr):
 
 
 @triton.jit
-def _chunk_inputs(x_base, B_base, C_base, t, T, H, G, P, N, offs_p, offs_n, EVEN: tl.constexpr):
-    """``(mask_t, m_tp, m_tn, x, B, C)``: the masks and the x, B, C tiles of positions ``t``
-    (the masks go unused, and so cost nothing, when ``EVEN``)."""
+def _chunk_inputs(x_base, B_base, C_base, t, T, H, G, P, N, NS, offs_p, offs_n,
+                  EVEN: tl.constexpr):
+    """``(mask_t, m_tp, m_tn, x, B, C)``: the masks and the x, B, C tiles of positions ``t``,
+    the first N of B's and C's NS columns (the masks go unused, and so cost nothing, when
+    ``EVEN``)."""
     mask_t = t < T
     m_tp = mask_t[:, None] & (offs_p < P)[None, :]
     m_tn = mask_t[:, None] & (offs_n < N)[None, :]
     x = _ld(_tile(x_base, t, H * P, offs_p), m_tp, EVEN)
-    Bt = _ld(_tile(B_base, t, G * N, offs_n), m_tn, EVEN)
-    Ct = _ld(_tile(C_base, t, G * N, offs_n), m_tn, EVEN)
+    Bt = _ld(_tile(B_base, t, G * NS, offs_n), m_tn, EVEN)
+    Ct = _ld(_tile(C_base, t, G * NS, offs_n), m_tn, EVEN)
     return mask_t, m_tp, m_tn, x, Bt, Ct
 
 
@@ -140,17 +142,17 @@ def _plus_D(acc, v, Dv, D_PER_P: tl.constexpr):
 
 
 @triton.jit
-def _grad_rows(ptr, pid_p, b64, h, grp, T, H, G, N, ATOMIC: tl.constexpr):
-    """``(base, row stride)`` of a B or C gradient. ATOMIC: the fp32 (b, T, G, N) buffer
-    that the heads and p-blocks add into; else this program's fp32 partial in
-    (p-blocks, b, T, H, N)."""
+def _grad_rows(ptr, pid_p, b64, h, grp, T, H, G, NS, ATOMIC: tl.constexpr):
+    """``(base, row stride)`` of a B or C gradient (rows of NS columns). ATOMIC: the fp32
+    (b, T, G, NS) buffer that the heads and p-blocks add into; else this program's fp32
+    partial in (p-blocks, b, T, H, NS)."""
     if ATOMIC:
-        base = _start(ptr, b64, grp, T, G, N)
-        stride = G * N
+        base = _start(ptr, b64, grp, T, G, NS)
+        stride = G * NS
     else:
         pb_b = pid_p.to(tl.int64) * (tl.num_programs(1) // H) + b64
-        base = ptr + (pb_b * T * H + h) * N
-        stride = H * N
+        base = ptr + (pb_b * T * H + h) * NS
+        stride = H * NS
     return base, stride
 
 
