@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import os
 import sys
+import time
 
 import torch
 
@@ -71,10 +72,15 @@ def main(picked):
         nb = config.state_block(p, n, with_z, None, dtype)
         steps = config.span_steps(T, p, nb, None, dtype)
         ins, kw, gy, gs = run(b, T, h, p, g, n, dtype, seed=T + n, with_z=with_z)
+        t0 = time.perf_counter()
         spanned = grads(ssd, ins, kw, gy, gs)
+        torch.cuda.synchronize()
+        print(f"  ({time.perf_counter() - t0:.0f} s: spanned / blocked call, compiles included)")
         knob = os.environ.get("SEMISEP_TRITON_BWD")      # the spanned run's, kept
         os.environ["SEMISEP_TRITON_BWD"] = "NB=0,SPAN=1000000"
         one = grads(ssd, ins, kw, gy, gs)
+        torch.cuda.synchronize()
+        print(f"  ({time.perf_counter() - t0:.0f} s: one span and block)")
         if knob is None:
             del os.environ["SEMISEP_TRITON_BWD"]
         else:

@@ -333,7 +333,7 @@ def _sweeps_bwd(dy, dhT, x, dtla, A, B, C, D, z, dt_bias, h0, seq_idx, has_dt, d
                 if ddt is None:
                     dx = torch.empty_like(x)
                     # the raw dt's (or log_a's) gradient, a partial per block and p-block
-                    ddt = torch.empty(len(blocks), npb, b, T, h, **f32)
+                    ddt = torch.empty(len(blocks) * npb, b, T, h, **f32)
                     dh0 = torch.empty(b, h, p, n, **f32) if need_dh0 else None
                     # the adjoint entering a span, left by the span after it
                     carry = torch.empty(b, h, p, n, **f32) if spans > 1 else None
@@ -342,7 +342,8 @@ def _sweeps_bwd(dy, dhT, x, dtla, A, B, C, D, z, dt_bias, h0, seq_idx, has_dt, d
                 if T > 0:
                     for opts in rev_opts:
                         launch(K.ssd_bwd_revsweep_kernel, grid, *ins, o(seq_idx), dy,
-                               o(dhT_j), carry_j, dec, etot, states, w, dx, dB_j, ddt[j],
+                               o(dhT_j), carry_j, dec, etot, states, w, dx, dB_j,
+                               _from(ddt, j * npb * b * T * h),
                                grads.sums_of(j, k), o(dh0_j),
                                T, h, g, p, width, n, npb, c0k, c1k, per, k, spans,
                                arg_key=key, opts=opts)
@@ -353,7 +354,6 @@ def _sweeps_bwd(dy, dhT, x, dtla, A, B, C, D, z, dt_bias, h0, seq_idx, has_dt, d
         grads.zero_()
     del states
     # one block and one p-block (p <= 64): the partials are the sums
-    ddt = ddt.view(-1, b, T, h)
     ddt = ddt[0] if ddt.shape[0] == 1 else ddt.sum(0)
     dCB, sums, dD = grads.totals()
     return (dx, dz, ddt, sums if has_dt else None, dCB, dD, dh0), decays
