@@ -197,7 +197,7 @@ def main():
         return
     if args.sections:
         for T in [int(s) for s in args.Ts.split(",")]:
-            sections(T)
+            sections(T, n=args.n)
         return
     from semisep.backends.triton import ssd
     b, h, p, g, n = 8, 32, 64, 1, args.n
