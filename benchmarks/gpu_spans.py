@@ -1,9 +1,9 @@
 """The backward in spans (config.span_steps) and in blocks of the state's columns
 (config.state_block) on a GPU at full size: every gradient against the float64 chunked
-reference and against the same call in one span and one block (``SEMISEP_TRITON_BWD`` set to
-``NB=0,SPAN=1000000``), with all the extras (D per p, dt_bias + softplus, seq_idx, h0, d final
-state, and z, which runs the whole state in spans; without z the state's columns run in
-blocks), in bf16 and fp32, atomic and deterministic.
+reference and (bf16) against the same call in one span and one block
+(``SEMISEP_TRITON_BWD`` set to ``NB=0,SPAN=1000000``), with all the extras (D per p, dt_bias
++ softplus, seq_idx, h0, d final state, and z, which runs the whole state in spans; without
+z the state's columns run in blocks), in bf16 and fp32, atomic and deterministic.
 
     python benchmarks/gpu_spans.py [CASE ...]  # one line per check; exit status 1 on a miss
 
@@ -76,15 +76,19 @@ def main(picked):
         spanned = grads(ssd, ins, kw, gy, gs)
         torch.cuda.synchronize()
         print(f"  ({time.perf_counter() - t0:.0f} s: spanned / blocked call, compiles included)")
-        knob = os.environ.get("SEMISEP_TRITON_BWD")      # the spanned run's, kept
-        os.environ["SEMISEP_TRITON_BWD"] = "NB=0,SPAN=1000000"
-        one = grads(ssd, ins, kw, gy, gs)
-        torch.cuda.synchronize()
-        print(f"  ({time.perf_counter() - t0:.0f} s: one span and block)")
-        if knob is None:
-            del os.environ["SEMISEP_TRITON_BWD"]
-        else:
-            os.environ["SEMISEP_TRITON_BWD"] = knob
+        # fp32: float64 alone (1e-5 bounds the spans' difference too; the one-span
+        # kernels' compiles took the rest of a 270 s call in s15-3)
+        one = [None] * len(spanned)
+        if dtype != torch.float32:
+            knob = os.environ.get("SEMISEP_TRITON_BWD")      # the spanned run's, kept
+            os.environ["SEMISEP_TRITON_BWD"] = "NB=0,SPAN=1000000"
+            one = grads(ssd, ins, kw, gy, gs)
+            torch.cuda.synchronize()
+            print(f"  ({time.perf_counter() - t0:.0f} s: one span and block)")
+            if knob is None:
+                del os.environ["SEMISEP_TRITON_BWD"]
+            else:
+                os.environ["SEMISEP_TRITON_BWD"] = knob
         torch.use_deterministic_algorithms(False)
         want = grads(lambda *a, return_final_state, **k: naive.ssd_reference_chunked(*a, **k),
                      ins, kw, gy, gs)
@@ -95,14 +99,15 @@ def main(picked):
         for nm, s, o, w in zip(NAMES, spanned, one, want):
             if s is None:
                 continue
-            e_ref, e_one = rel(s, w), rel(s, o)
+            e_ref, e_one = rel(s, w), (0.0 if o is None else rel(s, o))
             # spans run the same kernels (rounding apart: a tenth of the tolerance); blocks
             # of 64 columns run the n = 64 ones, in chunks of their own (the tolerance)
             near = tol if nb < n else tol / 10
             good = e_ref <= tol and e_one <= near and bool(torch.isfinite(s).all())
             ok &= good
+            against = "" if o is None else f", {e_one:.2e} against one span and block"
             print(f"  {'ok ' if good else 'BAD'} {nm}: {e_ref:.2e} against float64 (tol "
-                  f"{tol:.0e}), {e_one:.2e} against one span and block")
+                  f"{tol:.0e}){against}")
     print("all ok" if ok else "FAILED")
     return 0 if ok else 1
 
