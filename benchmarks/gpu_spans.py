@@ -2,8 +2,9 @@
 (config.state_block) on a GPU at full size: every gradient against the float64 chunked
 reference and (bf16) against the same call in one span and one block
 (``SEMISEP_TRITON_BWD`` set to ``NB=0,SPAN=1000000``), with all the extras (D per p, dt_bias
-+ softplus, seq_idx, h0, d final state, and z, which runs the whole state in spans; without
-z the state's columns run in blocks), in bf16 and fp32, atomic and deterministic.
++ softplus, seq_idx, h0, d final state, z), in bf16 and fp32, atomic and deterministic: the
+first four cases run the whole state (``NB=0``, so in spans at n > 64), the last four the
+default blocks of 64 columns (in one span each).
 
     python benchmarks/gpu_spans.py [CASE ...]  # one line per check; exit status 1 on a miss
 
@@ -24,14 +25,14 @@ from gpu_ssd import make_inputs, rel  # noqa: E402
 NAMES = ["y", "final", "dx", "ddt", "dA", "dB", "dC", "dD", "dz", "ddt_bias", "dh0"]
 
 
-def run(b, T, h, p, g, n, dtype, seed, with_z):
-    """The inputs of a call with all the extras (z only ``with_z``), and a random loss's
+def run(b, T, h, p, g, n, dtype, seed):
+    """The inputs of a call with all the extras, and a random loss's
     cotangents."""
     x, dt, A, B, C, _ = make_inputs(b, T, h, p, g, n, dtype, seed=seed)
     gen = torch.Generator(device="cuda").manual_seed(seed)
     dt = torch.randn(b, T, h, device="cuda", generator=gen) - 3
     D = torch.randn(h, p, device="cuda", generator=gen)
-    z = torch.randn(b, T, h, p, device="cuda", generator=gen).to(dtype) if with_z else None
+    z = torch.randn(b, T, h, p, device="cuda", generator=gen).to(dtype)
     dtb = torch.randn(h, device="cuda", generator=gen) * 0.5
     h0 = torch.randn(b, h, p, n, device="cuda", generator=gen)
     seq = (torch.arange(T, device="cuda") * 3 // T).to(torch.int32).expand(b, T).contiguous()
@@ -55,7 +56,7 @@ def grads(ssd_fn, ins, kw, gy, gs):
 def main(picked):
     from semisep.backends.triton import config, naive, ssd
     ok = True
-    cases = [   # (dtype, tolerance, shape, deterministic, z)
+    cases = [   # (dtype, tolerance, shape, deterministic, the whole state)
         (torch.bfloat16, 5e-3, (2, 3000, 8, 64, 2, 128), False, True),
         (torch.bfloat16, 5e-3, (2, 3000, 8, 64, 2, 128), True, True),
         (torch.bfloat16, 5e-3, (1, 1000, 4, 64, 1, 256), False, True),
@@ -65,13 +66,16 @@ def main(picked):
         (torch.bfloat16, 5e-3, (1, 1000, 4, 64, 1, 256), False, False),
         (torch.float32, 1e-5, (1, 1000, 8, 64, 2, 128), False, False),
     ]
-    for dtype, tol, shape, det, with_z in [c for i, c in enumerate(cases)
-                                           if not picked or i in picked]:
+    for dtype, tol, shape, det, whole in [c for i, c in enumerate(cases)
+                                          if not picked or i in picked]:
         b, T, h, p, g, n = shape
         torch.use_deterministic_algorithms(det)
-        nb = config.state_block(p, n, with_z, None, dtype)
+        knob = os.environ.get("SEMISEP_TRITON_BWD")      # the caller's, restored below
+        if whole:
+            os.environ["SEMISEP_TRITON_BWD"] = "NB=0"
+        nb = config.state_block(p, n, None, dtype)
         steps = config.span_steps(T, p, nb, None, dtype)
-        ins, kw, gy, gs = run(b, T, h, p, g, n, dtype, seed=T + n, with_z=with_z)
+        ins, kw, gy, gs = run(b, T, h, p, g, n, dtype, seed=T + n)
         t0 = time.perf_counter()
         spanned = grads(ssd, ins, kw, gy, gs)
         torch.cuda.synchronize()
@@ -80,20 +84,19 @@ def main(picked):
         # kernels' compiles took the rest of a 270 s call in s15-3)
         one = [None] * len(spanned)
         if dtype != torch.float32:
-            knob = os.environ.get("SEMISEP_TRITON_BWD")      # the spanned run's, kept
             os.environ["SEMISEP_TRITON_BWD"] = "NB=0,SPAN=1000000"
             one = grads(ssd, ins, kw, gy, gs)
             torch.cuda.synchronize()
             print(f"  ({time.perf_counter() - t0:.0f} s: one span and block)")
-            if knob is None:
-                del os.environ["SEMISEP_TRITON_BWD"]
-            else:
-                os.environ["SEMISEP_TRITON_BWD"] = knob
+        if knob is None:
+            os.environ.pop("SEMISEP_TRITON_BWD", None)
+        else:
+            os.environ["SEMISEP_TRITON_BWD"] = knob
         torch.use_deterministic_algorithms(False)
         want = grads(lambda *a, return_final_state, **k: naive.ssd_reference_chunked(*a, **k),
                      ins, kw, gy, gs)
         tag = (f"{str(dtype)[6:]} {shape} {'deterministic' if det else 'atomic'}"
-               f"{' z' if with_z else ''}")
+               f"{' whole state' if whole else ''}")
         print(f"{tag}: {-(-n // nb)} blocks of {nb} columns, spans of {steps} steps "
               f"({-(-T // steps) if steps else 1})")
         for nm, s, o, w in zip(NAMES, spanned, one, want):

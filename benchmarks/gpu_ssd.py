@@ -451,6 +451,7 @@ def bench_grid(results, variants, Ns, Ts, impls, b=8, h=32, p=64, g=1, repeat=1)
         for T in Ts:
             x, dt, A, B, C, D = make_inputs(b, T, h, p, g, n, torch.bfloat16, seed=T + n)
             gy = torch.randn_like(x)
+            gate = torch.randn_like(x) if "gated" in impls else None    # z, for 'gated'
             leaves = (x, dt, B, C)
             xg, dtg, Bg, Cg = [t.detach().clone().requires_grad_(True) for t in leaves]
             flops = b * h * T * (2 * 64 * (n + p) + 4 * n * p)
@@ -507,6 +508,12 @@ def bench_grid(results, variants, Ns, Ts, impls, b=8, h=32, p=64, g=1, repeat=1)
                             lambda: ssd(x, None, B, C, dt=dt, A=A, D=D),
                             lambda: torch.autograd.grad(
                                 ssd(xg, None, Bg, Cg, dt=dtg, A=A, D=D), (xg, dtg, Bg, Cg), gy))
+                        if "gated" in impls:
+                            add(f"semisep[{vname}, z]",
+                                lambda: ssd(x, None, B, C, dt=dt, A=A, D=D, z=gate),
+                                lambda: torch.autograd.grad(
+                                    ssd(xg, None, Bg, Cg, dt=dtg, A=A, D=D, z=gate),
+                                    (xg, dtg, Bg, Cg), gy))
                     finally:
                         for k, v in old.items():
                             if v is None:
@@ -518,6 +525,12 @@ def bench_grid(results, variants, Ns, Ts, impls, b=8, h=32, p=64, g=1, repeat=1)
                         lambda: mamba(x, dt, A, B, C, chunk_size=256, D=D),
                         lambda: torch.autograd.grad(
                             mamba(xg, dtg, A, Bg, Cg, chunk_size=256, D=D), (xg, dtg, Bg, Cg), gy))
+                    if "gated" in impls:
+                        add("mamba_chunk_scan_combined[z]",
+                            lambda: mamba(x, dt, A, B, C, chunk_size=256, D=D, z=gate),
+                            lambda: torch.autograd.grad(
+                                mamba(xg, dtg, A, Bg, Cg, chunk_size=256, D=D, z=gate),
+                                (xg, dtg, Bg, Cg), gy))
                 if "packed" in impls:
                     # packed sequences of 2000 steps (seq_idx), as in training: boundaries
                     # inside chunks (the segmented factored loops, decays.py)
@@ -594,7 +607,8 @@ def main():
     ap.add_argument("--Ns", default="64,128")
     ap.add_argument("--Ts", default="1024,2048,4096,8192,16384")
     ap.add_argument("--impls", default="mamba,fla,sdpa",
-                    help="anchors to time (mamba, fla, sdpa) and 'packed': semisep and mamba "
+                    help="anchors to time (mamba, fla, sdpa), 'gated': semisep (each variant) and "
+                         "mamba with a z gate, and 'packed': semisep and mamba "
                          "with seq_idx (sequences of 2000 steps)")
     ap.add_argument("--variants", nargs="*", default=["default:"])
     ap.add_argument("--repeat", type=int, default=1,

@@ -1,6 +1,6 @@
 """The backward in blocks of the state's columns (config.state_block): the SSD is linear in
 the state's columns, so the backward runs one block of B's and C's columns after another,
-adding dx, the dt / log_a gradients and the dA / d dt_bias sums, putting dB, dC and d h0's
+adding dx, dz, the dt / log_a gradients and the dA / d dt_bias sums, putting dB, dC and d h0's
 columns side by side. Blocked and whole backwards give the same gradients, against float64
 too."""
 
@@ -21,19 +21,18 @@ def rel(a, b):
     return ((a - b).norm() / b.norm().clamp_min(1e-300)).item()
 
 
-@pytest.mark.parametrize("p,n,has_z,knob,want", [
-    (64, 128, False, None, 64),     # N = 128: two blocks of 64
-    (64, 256, False, None, 64),
-    (64, 100, False, None, 64),     # blocks of 64 and 36
-    (64, 64, False, None, 64),      # one block
-    (64, 128, True, None, 128),     # z: the gate needs the whole y, one block
-    (64, 128, False, "NB=0", 128),
-    (8, 40, False, "NB=16", 16),
+@pytest.mark.parametrize("p,n,knob,want", [
+    (64, 128, None, 64),     # N = 128: two blocks of 64
+    (64, 256, None, 64),
+    (64, 100, None, 64),     # blocks of 64 and 36
+    (64, 64, None, 64),      # one block
+    (64, 128, "NB=0", 128),
+    (8, 40, "NB=16", 16),
 ])
-def test_state_block(monkeypatch, p, n, has_z, knob, want):
+def test_state_block(monkeypatch, p, n, knob, want):
     if knob:
         monkeypatch.setenv("SEMISEP_TRITON_BWD", knob)
-    assert config.state_block(p, n, has_z, None, torch.bfloat16) == want
+    assert config.state_block(p, n, None, torch.bfloat16) == want
 
 
 @pytest.mark.parametrize("n,chunk,reused", [(128, -1, False), (128, 32, True), (64, -1, True)])
@@ -86,7 +85,7 @@ def test_column_blocks_give_the_whole_backward(T, n, nb, span, use_dt, extras, f
                                                deterministic, seed):
     """Blocks of 8 or 16 of n = 24 or 40 columns (a last block narrower where 16 does not
     divide n), each in one span or in spans of one chunk of 16 (the forward's checkpoints
-    split by columns), against one block and against float64; with h0, D per p, dt_bias,
+    split by columns), against one block and against float64; with h0, D per p, z, dt_bias,
     softplus, seq_idx, a -inf reset and a final-state gradient as drawn."""
     b, h, g, p = 2, 2, 1, 8
     gen = torch.Generator().manual_seed(seed)
@@ -104,13 +103,13 @@ def test_column_blocks_give_the_whole_backward(T, n, nb, span, use_dt, extras, f
         la[0, T // 2, 1] = -math.inf
         ins.update(log_a=la)
     if extras:
-        ins.update(D=r(h, p), initial_state=r(b, h, p, n))
+        ins.update(D=r(h, p), z=r(b, T, h, p), initial_state=r(b, h, p, n))
         kw["seq_idx"] = (torch.arange(T) >= T // 3).to(torch.int32).expand(b, T)
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(torch, "are_deterministic_algorithms_enabled", lambda: deterministic)
         got = _whole_blocked_float64(mp, ins, kw, seed, final,
                                      f"NB={nb}" + (f",SPAN={span}" if span else ""))
-        assert config.state_block(p, n, False, 16, torch.float32) == nb
+        assert config.state_block(p, n, 16, torch.float32) == nb
     for nm, a, s, w in got:
         if nm in ("A", "dt_bias"):
             # sums over b T positions whose terms cancel, added block by block in another
@@ -122,21 +121,19 @@ def test_column_blocks_give_the_whole_backward(T, n, nb, span, use_dt, extras, f
             assert rel(s, torch.nan_to_num(w, nan=0.0)) < 2e-5, nm
 
 
-def test_z_runs_one_block(monkeypatch):
-    """With z the backward runs the whole state (the gate's gradient needs the whole y):
-    the gradients are those of NB=0 bit for bit."""
+def test_z_gradient_is_the_blocks_sum(monkeypatch):
+    """With z: ``dz = dy silu'(z) y`` is linear in y, so each block's forward sweep adds its
+    columns' part (``ACC_DZ``); blocks of 8 of n = 24 (three) against one block and against
+    float64, with D (its part of y in the first block only)."""
     gen = torch.Generator().manual_seed(5)
-    b, T, h, p, n = 1, 20, 2, 8, 24
-    ins = dict(x=torch.randn(b, T, h, p, generator=gen), log_a=-torch.rand(b, T, h, generator=gen),
-               B=torch.randn(b, T, 1, n, generator=gen), C=torch.randn(b, T, 1, n, generator=gen),
-               z=torch.randn(b, T, h, p, generator=gen))
-    kw = dict(chunk_size=16)
-    monkeypatch.setenv("SEMISEP_TRITON_BWD", "NB=8")
-    blocked = _grads(ins, kw, 1, True)
-    monkeypatch.setenv("SEMISEP_TRITON_BWD", "NB=0")
-    whole = _grads(ins, kw, 1, True)
-    for a, s in zip(whole, blocked):
-        assert torch.equal(a, s)
+    b, T, h, p, n = 1, 40, 2, 8, 24
+    r = lambda *s: torch.randn(*s, generator=gen)  # noqa: E731
+    ins = dict(x=r(b, T, h, p), log_a=-torch.rand(b, T, h, generator=gen), B=r(b, T, 1, n),
+               C=r(b, T, 1, n), z=r(b, T, h, p), D=r(h))
+    got = _whole_blocked_float64(monkeypatch, ins, dict(chunk_size=16), 1, True, "NB=8")
+    for nm, a, s, w in got:
+        assert rel(s, a) < 1e-6, nm
+        assert rel(s, w) < 2e-5, nm
 
 
 def test_half_column_blocks(monkeypatch):
@@ -172,7 +169,7 @@ def test_custom_op_runs_the_blocks(monkeypatch, knob, spans):
     leaves = [t.clone().requires_grad_(True) for t in (x, dt, B, C, h0)]
     y, hT, ckpt = ops._op_fwd(leaves[0], leaves[1], A, leaves[2], leaves[3], None, None, None,
                               leaves[4], None, True, False, 16, False)
-    assert ckpt.shape == ops._checkpoints_shape(b, T, h, p, n, 16, torch.float32, False)
+    assert ckpt.shape == ops._checkpoints_shape(b, T, h, p, n, 16, torch.float32)
     assert ckpt.shape[0] == spans - 1
     op = torch.autograd.grad(y.square().sum() + hT.sum(), leaves)
     eager_leaves = [t.detach().clone().requires_grad_(True) for t in leaves]

@@ -123,7 +123,7 @@ def test_custom_op_carries_the_checkpoints(monkeypatch):
     args = (d["x"].requires_grad_(True), d["dt"], d["A"], d["B"], d["C"], None, None, None,
             d["initial_state"], None, True, False, 16, False)
     y, hT, ckpt = ops._op_fwd(*args)
-    assert ckpt.shape == ops._checkpoints_shape(1, 40, 2, 8, 16, 16, torch.float32, False) == (2, 256)
+    assert ckpt.shape == ops._checkpoints_shape(1, 40, 2, 8, 16, 16, torch.float32) == (2, 256)
     torch.library.opcheck(ops._op_fwd, args,
                           test_utils=("test_schema", "test_autograd_registration",
                                       "test_faketensor"))

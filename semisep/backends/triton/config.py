@@ -112,7 +112,7 @@ def _default_config(p: int, n: int, chunk_size: Optional[int], kind: str) -> dic
     return cfg
 
 
-def state_block(p: int, n: int, has_z: bool, chunk_size: Optional[int], dtype) -> int:
+def state_block(p: int, n: int, chunk_size: Optional[int], dtype) -> int:
     """The width of the blocks of the state's n columns that the backward runs one after
     another (n: one block).
 
@@ -120,15 +120,16 @@ def state_block(p: int, n: int, has_z: bool, chunk_size: Optional[int], dtype) -
     the state, h0, its final state split alike), ``y = ssd(x, B_1, C_1) + ssd(x, B_2, C_2)``,
     the intra-chunk ``C B^T`` being the blocks' sum too. So the gradients of x, of the raw dt
     (or log_a), of A and dt_bias are the blocks' sums, those of B, C and h0 their columns
-    side by side. Blocks of 64 run the kernels' n = 64 configuration (chunks of 64, one span,
-    no spills): N = 128 is two n = 64 backwards, which redo the intra-chunk products with x
-    and dy but take 24 % less time than one n = 128 backward in spans (H200 at T = 16K: 6.26
-    ms against 8.29; fwd+bwd 7.22 against 9.25, s14-2 against s13-3). Not with ``z``: the
-    gate's gradient needs the whole y (the call then runs in spans, :func:`span_steps`).
-    ``NB`` in ``SEMISEP_TRITON_BWD`` sets the width (experiments, tests; 0: one block).
+    side by side. The gate's gradient ``dz = dy silu'(z) y`` is linear in y too, so it is the
+    blocks' sum as well (each block's forward sweep recomputes its own part of y). Blocks of
+    64 run the kernels' n = 64 configuration (chunks of 64, one span, no spills): N = 128 is
+    two n = 64 backwards, which redo the intra-chunk products with x and dy but take 24 %
+    less time than one n = 128 backward in spans (H200 at T = 16K: 6.26 ms against 8.29;
+    fwd+bwd 7.22 against 9.25, s14-2 against s13-3). ``NB`` in ``SEMISEP_TRITON_BWD`` sets
+    the width (experiments, tests; 0: one block).
     """
     nb = pick_config(p, n, chunk_size, dtype, "bwd").get("NB", 0)
-    return n if (has_z or nb <= 0 or nb >= n) else nb
+    return n if (nb <= 0 or nb >= n) else nb
 
 
 def span_steps(T: int, p: int, n: int, chunk_size: Optional[int], dtype) -> Optional[int]:
@@ -144,7 +145,7 @@ def span_steps(T: int, p: int, n: int, chunk_size: Optional[int], dtype) -> Opti
     one span and mamba_ssm's 2336; each span boundary costs 5-8 % of the time, s13-2, but
     two spans take 2353 MB). n is the width of one pass of the backward: a block of the
     state's columns where it runs in blocks (:func:`state_block`: n = 64 blocks, one span by
-    default), the whole state with z. Spans are whole chunks of the forward's and of the
+    default). Spans are whole chunks of the forward's and of the
     backward's. ``SPAN`` in ``SEMISEP_TRITON_BWD`` sets the backward's chunks per span
     (experiments, tests). ``chunk_size`` None or -1: the default.
     """

@@ -37,8 +37,8 @@ The backward runs in spans where its stored states would exceed 1.5 times x's el
 state and from the adjoint the span after it left. In one span they run over the whole call.
 The state's columns (indexed by n) evolve independently too, and y is the sum of their
 blocks' outputs: for n > 64 the launchers run the backward in blocks of 64 columns, one after
-another (:func:`.config.state_block`), the reverse sweep adding its dx to the blocks' before
-it (``ACC_DX``). A sweep takes the N columns of its block out of rows of NS: the pointers to
+another (:func:`.config.state_block`), the forward sweep adding its dz and the reverse sweep
+its dx to the blocks' before it (``ACC_DZ``, ``ACC_DX``: both are linear in the blocks' y). A sweep takes the N columns of its block out of rows of NS: the pointers to
 B, C, their gradients and the (b, h, p, NS) states (h0, the checkpoints, the adjoint carry,
 d final state, d h0) start at the block's first column; the stored chunk states are the
 block's own, N wide.
@@ -273,13 +273,14 @@ def ssd_bwd_fwdsweep_kernel(
     CLAMP_C: tl.constexpr, PRE: tl.constexpr = False, FACTOR: tl.constexpr = True,
     ATOMIC: tl.constexpr = False, FAST: tl.constexpr = False, FACTORED: tl.constexpr = False,
     EVEN: tl.constexpr = False, WIDE: tl.constexpr = False, ONE_LAUNCH: tl.constexpr = False,
-    EXACT_STAGES: tl.constexpr = 0, SPANNED: tl.constexpr = False,
+    EXACT_STAGES: tl.constexpr = 0, SPANNED: tl.constexpr = False, ACC_DZ: tl.constexpr = False,
 ):
     """Forward sweep of the backward, its first launch: with ``SPANNED`` over span ``k``,
     chunks ``[C0, C1)``, from the state entering it (``h0`` for span 0, else the forward's
     checkpoint ``k - 1`` in ``ck``, slots ``SLOT`` apart); else over the whole call from h0,
-    the span arguments unread. dC and dD (partials, or added in place with ATOMIC), dz,
-    ``w = r1off + rowP - colP`` (module docstring), and the state entering each chunk (for
+    the span arguments unread. dC and dD (partials, or added in place with ATOMIC), dz (with
+    ``ACC_DZ`` added to what ``dz_ptr`` holds: a block of the state's columns after the
+    first, whose y is its own columns' part), ``w = r1off + rowP - colP`` (module docstring), and the state entering each chunk (for
     ``<dS_out, S_in>`` in the reverse sweep) in slot ``c - C0`` of ``NCS``. FAST, FACTORED,
     ONE_LAUNCH: as in :func:`ssd_fwd_kernel`; WIDE: a (b, h)'s stored states hold 2^31
     elements or more."""
@@ -366,6 +367,8 @@ def ssd_bwd_fwdsweep_kernel(
                     if HAS_D:
                         yv = _plus_D(yv, x.to(tl.float32), Dv, D_PER_P)
                     dz = dyo * yv * sz * (1.0 + zz * (1.0 - sz))
+                    if ACC_DZ:
+                        dz += _ld(_tile(dz_base, t, H * P, offs_p), m_tp, EVEN).to(tl.float32)
                     _st(_tile(dz_base, t, H * P, offs_p), dz.to(dz_ptr.dtype.element_ty), m_tp,
                         EVEN)
                     dyp = dyo * zz * sz

@@ -68,7 +68,7 @@ def _fwd_plan(b, T, h, p, g, n, dtype, has_dt, dt_softplus, has_dtb, D_dim, has_
     fast = _fast(dtype, pre)
     gram = fast and _gram(h, g, n)
     flags = dict(HAS_DT=has_dt, DT_SOFTPLUS=dt_softplus, HAS_DTB=has_dtb)
-    nb = _block(p, n, has_z, chunk_size, dtype)
+    nb = _block(p, n, chunk_size, dtype)
     # the decay arrays serve the backward where it runs chunks of Q too (not its blocks of
     # the state's columns at n > 64, whose chunks are of 64: it makes its own)
     bwd_Q = pick_config(p, nb, None if chunk_size < 0 else chunk_size, dtype, "bwd")["Q"]
@@ -89,9 +89,9 @@ def _fwd_plan(b, T, h, p, g, n, dtype, has_dt, dt_softplus, has_dtb, D_dim, has_
     return Q, (_cdiv(p, cfg["BP"]), b * h), pre, dec_opts, gram_opts, fwd_opts, spans, per
 
 
-def _block(p, n, has_z, chunk_size, dtype):
+def _block(p, n, chunk_size, dtype):
     """:func:`.config.state_block` for an op's ``chunk_size`` (-1: the default)."""
-    return state_block(p, n, has_z, None if chunk_size < 0 else chunk_size, dtype)
+    return state_block(p, n, None if chunk_size < 0 else chunk_size, dtype)
 
 
 def _spans(T, Q, p, n, chunk_size, dtype):
@@ -110,11 +110,11 @@ def _checkpoints(spans, b, h, p, n, device):
     return torch.empty(spans - 1, _slot_size(b, h, p, n), device=device, dtype=torch.float32)
 
 
-def _checkpoints_shape(b, T, h, p, n, chunk_size, dtype, has_z):
+def _checkpoints_shape(b, T, h, p, n, chunk_size, dtype):
     """The shape of :func:`_fwd`'s checkpoints (for the op's fake tensors)."""
     if T == 0:
         return (0, 0)
-    nb = _block(p, n, has_z, chunk_size, dtype)
+    nb = _block(p, n, chunk_size, dtype)
     return (_spans(T, 1, p, nb, chunk_size, dtype)[1] - 1, _slot_size(b, h, p, n))
 
 
@@ -223,8 +223,8 @@ def _bwd_plan(b, T, h, p, g, n, dtype, has_dt, dt_softplus, has_dtb, D_dim, has_
     ``(first column, width, [forward sweep Options], [reverse sweep Options])``: a launch per
     loop kind or one holding both, each run once per span (:func:`.config.span_steps`, of a
     block; ``SPANNED`` where there is more than one), last span first. D's terms go with the
-    first block; the reverse sweeps of the others add their dx to it (``ACC_DX``)."""
-    nb = _block(p, n, has_z, chunk_size, dtype)
+    first block; the sweeps of the others add their dz and dx to it (``ACC_DZ``, ``ACC_DX``)."""
+    nb = _block(p, n, chunk_size, dtype)
     cfg = pick_config(p, nb, None if chunk_size < 0 else chunk_size, dtype, "bwd")
     Q, BP = cfg["Q"], cfg["BP"]
     pre = _pre("bwd")
@@ -242,6 +242,7 @@ def _bwd_plan(b, T, h, p, g, n, dtype, has_dt, dt_softplus, has_dtb, D_dim, has_
                      PRE=pre, FACTOR=_factor("bwd"), ATOMIC=atomic, FAST=fast,
                      EXACT_STAGES=cfg.get("EXACT_STAGES", 0), SPANNED=spans > 1)
         fwd_opts = [Options(**flags, HAS_H0=has_h0, FACTORED=f, ONE_LAUNCH=one,
+                            ACC_DZ=has_z and c0 > 0,
                             **_launch_opts(dict(cfg, num_stages=cfg["fwd_sweep_stages"])))
                     for f, one in kinds]
         rev_opts = [Options(**flags, HAS_DHT=has_dhT, STORE_DH0=need_dh0, FACTORED=f,
@@ -269,7 +270,8 @@ def _sweeps_bwd(dy, dhT, x, dtla, A, B, C, D, z, dt_bias, h0, seq_idx, has_dt, d
 
     The blocks share every buffer: each takes its columns of B, C, their gradients and the
     states of n columns at its first column (the kernels step through rows of n), writes its
-    own rows of the dt gradient (summed at the end) and adds its dx to the blocks' before it.
+    own rows of the dt gradient (summed at the end) and adds its dz and dx to the blocks'
+    before it.
     Only what the first launch needs comes before it: the host time up to that launch is
     time the GPU idles after the forward where that is short (T <= 4K, H200 s8)."""
     b, T, h, p = x.shape

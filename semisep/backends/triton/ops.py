@@ -137,7 +137,7 @@ def _(x, dtla, A, B, C, D, z, dt_bias, h0, seq_idx, has_dt, dt_softplus, chunk_s
       fp32_states):
     b, T, h, p = x.shape
     n = B.shape[-1]
-    ckpt = x.new_empty(*_checkpoints_shape(b, T, h, p, n, chunk_size, x.dtype, z is not None),
+    ckpt = x.new_empty(*_checkpoints_shape(b, T, h, p, n, chunk_size, x.dtype),
                        dtype=torch.float32)
     return torch.empty_like(x), x.new_empty(b, h, p, n, dtype=torch.float32), ckpt
 
