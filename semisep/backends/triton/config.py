@@ -145,9 +145,9 @@ def span_steps(T: int, p: int, n: int, chunk_size: Optional[int], dtype) -> Opti
     one span and mamba_ssm's 2336; each span boundary costs 5-8 % of the time, s13-2, but
     two spans take 2353 MB). n is the width of one pass of the backward: a block of the
     state's columns where it runs in blocks (:func:`state_block`: n = 64 blocks, one span by
-    default). Spans are whole chunks of the forward's and of the
-    backward's. ``SPAN`` in ``SEMISEP_TRITON_BWD`` sets the backward's chunks per span
-    (experiments, tests). ``chunk_size`` None or -1: the default.
+    default). Spans are whole chunks of the forward's and of the backward's. ``SPAN`` in
+    ``SEMISEP_TRITON_BWD`` sets the backward's chunks per span (experiments, tests).
+    ``chunk_size`` None or -1: the default.
     """
     chunk = chunk_size if chunk_size and chunk_size > 0 else None
     cfg = pick_config(p, n, chunk, dtype, "bwd")

@@ -38,10 +38,11 @@ state and from the adjoint the span after it left. In one span they run over the
 The state's columns (indexed by n) evolve independently too, and y is the sum of their
 blocks' outputs: for n > 64 the launchers run the backward in blocks of 64 columns, one after
 another (:func:`.config.state_block`), the forward sweep adding its dz and the reverse sweep
-its dx to the blocks' before it (``ACC_DZ``, ``ACC_DX``: both are linear in the blocks' y). A sweep takes the N columns of its block out of rows of NS: the pointers to
-B, C, their gradients and the (b, h, p, NS) states (h0, the checkpoints, the adjoint carry,
-d final state, d h0) start at the block's first column; the stored chunk states are the
-block's own, N wide.
+its dx to the blocks' before it (``ACC_DZ``, ``ACC_DX``: both are linear in the blocks' y).
+A sweep takes the N columns of its block out of rows of NS: the pointers to B, C, their
+gradients and the (b, h, p, NS) states (h0, the checkpoints, the adjoint carry, d final
+state, d h0) start at the block's first column; the stored chunk states are the block's
+own, N wide.
 
 Backward: a decay pre-pass (on by default); two sweeps, each recomputing what it needs:
 
@@ -280,8 +281,9 @@ def ssd_bwd_fwdsweep_kernel(
     checkpoint ``k - 1`` in ``ck``, slots ``SLOT`` apart); else over the whole call from h0,
     the span arguments unread. dC and dD (partials, or added in place with ATOMIC), dz (with
     ``ACC_DZ`` added to what ``dz_ptr`` holds: a block of the state's columns after the
-    first, whose y is its own columns' part), ``w = r1off + rowP - colP`` (module docstring), and the state entering each chunk (for
-    ``<dS_out, S_in>`` in the reverse sweep) in slot ``c - C0`` of ``NCS``. FAST, FACTORED,
+    first, whose y is its own columns' part), ``w = r1off + rowP - colP`` (module
+    docstring), and the state entering each chunk (for ``<dS_out, S_in>`` in the reverse
+    sweep) in slot ``c - C0`` of ``NCS``. FAST, FACTORED,
     ONE_LAUNCH: as in :func:`ssd_fwd_kernel`; WIDE: a (b, h)'s stored states hold 2^31
     elements or more."""
     pid_p, pid_bh, b64, h, grp = _program(H, G)
