@@ -47,8 +47,9 @@ own, N wide.
 Backward: a decay pre-pass (on by default); two sweeps, each recomputing what it needs:
 
 * forward sweep (carries S): ``dC = (M o L) B + exp(l) (dy S_in)`` with ``M = dy xs^T``,
-  ``dz`` (recomputing y), ``dD``, ``w_t = r1off_t + rowP_t - colP_t`` (below) and the state
-  entering each chunk (bf16 for bf16 inputs, fp32 for fp32);
+  ``dz`` (recomputing y) and the gated ``dy silu(z)`` that the reverse sweep takes for dy
+  (x's dtype), ``dD``, ``w_t = r1off_t + rowP_t - colP_t`` (below) and the state entering
+  each chunk (bf16 for bf16 inputs, fp32 for fp32);
 * reverse sweep (carries the adjoint dS (p, n)):
   ``dxs = (G o L)^T dy + exp(l_end - l) (B dS^T)``,
   ``dB = (M o L)^T C + exp(l_end - l) (xs dS)``,
@@ -265,7 +266,7 @@ def _bwd_state_step(S, u, to_end, e_tot, Bt, FACTORED: tl.constexpr, PREC: tl.co
 def ssd_bwd_fwdsweep_kernel(
     x_ptr, dt_ptr, A_ptr, dtb_ptr, B_ptr, C_ptr, D_ptr, z_ptr, h0_ptr, ck_ptr, seq_ptr, dy_ptr,
     dec_ptr, etot_ptr,
-    dC_ptr, w_ptr, dz_ptr, dD_ptr, st_ptr,
+    dC_ptr, w_ptr, dz_ptr, dyz_ptr, dD_ptr, st_ptr,
     T, H, G, P, N, NS, C0, C1, NCS, k, SLOT,
     HAS_DT: tl.constexpr, DT_SOFTPLUS: tl.constexpr, HAS_DTB: tl.constexpr,
     HAS_D: tl.constexpr, D_PER_P: tl.constexpr, HAS_Z: tl.constexpr, HAS_H0: tl.constexpr,
@@ -275,13 +276,15 @@ def ssd_bwd_fwdsweep_kernel(
     ATOMIC: tl.constexpr = False, FAST: tl.constexpr = False, FACTORED: tl.constexpr = False,
     EVEN: tl.constexpr = False, WIDE: tl.constexpr = False, ONE_LAUNCH: tl.constexpr = False,
     EXACT_STAGES: tl.constexpr = 0, SPANNED: tl.constexpr = False, ACC_DZ: tl.constexpr = False,
+    STORE_DYZ: tl.constexpr = False,
 ):
     """Forward sweep of the backward, its first launch: with ``SPANNED`` over span ``k``,
     chunks ``[C0, C1)``, from the state entering it (``h0`` for span 0, else the forward's
     checkpoint ``k - 1`` in ``ck``, slots ``SLOT`` apart); else over the whole call from h0,
     the span arguments unread. dC and dD (partials, or added in place with ATOMIC), dz (with
     ``ACC_DZ`` added to what ``dz_ptr`` holds: a block of the state's columns after the
-    first, whose y is its own columns' part), ``w = r1off + rowP - colP`` (module
+    first, whose y is its own columns' part), with ``STORE_DYZ`` the gated ``dy silu(z)`` in
+    ``dyz`` (x's dtype: the reverse sweeps' dy), ``w = r1off + rowP - colP`` (module
     docstring), and the state entering each chunk (for ``<dS_out, S_in>`` in the reverse
     sweep) in slot ``c - C0`` of ``NCS``. FAST, FACTORED,
     ONE_LAUNCH: as in :func:`ssd_fwd_kernel`; WIDE: a (b, h)'s stored states hold 2^31
@@ -301,6 +304,7 @@ def ssd_bwd_fwdsweep_kernel(
             x_base, dy_base, z_base, B_base, C_base = _io_starts(x_ptr, dy_ptr, z_ptr, B_ptr, C_ptr,
                                                                  b64, h, grp, T, H, G, P, NS)
             dz_base = _start(dz_ptr, b64, h, T, H, P)
+            dyz_base = _start(dyz_ptr, b64, h, T, H, P)
             dC_base, dC_rs = _grad_rows(dC_ptr, pid_p, b64, h, grp, T, H, G, NS, ATOMIC)
             w_base = w_ptr + _slot(pid_p, pid_bh) * T
             st_off, st_mask = _state_tile(b64, h, H, P, N, NS, offs_p, offs_n)
@@ -377,6 +381,8 @@ def ssd_bwd_fwdsweep_kernel(
                 else:
                     dyp = dyo
                 dyc = dyp.to(dtype)
+                if STORE_DYZ:
+                    _st(_tile(dyz_base, t, H * P, offs_p), dyc, m_tp, EVEN)
                 if NARROW:
                     S = _bwd_state_step(S, us, to_end, e_tot, Bt, STEP_F, PREC)
                 else:
@@ -427,13 +433,13 @@ def ssd_bwd_fwdsweep_kernel(
 
 @triton.jit
 def ssd_bwd_revsweep_kernel(
-    x_ptr, dt_ptr, A_ptr, dtb_ptr, B_ptr, C_ptr, D_ptr, z_ptr, seq_ptr, dy_ptr, dhT_ptr,
+    x_ptr, dt_ptr, A_ptr, dtb_ptr, B_ptr, C_ptr, D_ptr, seq_ptr, dy_ptr, dhT_ptr,
     carry_ptr, dec_ptr, etot_ptr,
     st_ptr, w_ptr,
     dx_ptr, dB_ptr, ddt_ptr, dsum_ptr, dh0_ptr,
     T, H, G, P, N, NS, NPB, C0, C1, NCS, k, NSPAN,
     HAS_DT: tl.constexpr, DT_SOFTPLUS: tl.constexpr, HAS_DTB: tl.constexpr,
-    HAS_D: tl.constexpr, D_PER_P: tl.constexpr, HAS_Z: tl.constexpr,
+    HAS_D: tl.constexpr, D_PER_P: tl.constexpr,
     HAS_SEQ: tl.constexpr, HAS_DHT: tl.constexpr, STORE_DH0: tl.constexpr,
     Q: tl.constexpr, BP: tl.constexpr, BN: tl.constexpr, PREC: tl.constexpr,
     CLAMP_C: tl.constexpr, PRE: tl.constexpr = False, FACTOR: tl.constexpr = True,
@@ -447,8 +453,10 @@ def ssd_bwd_revsweep_kernel(
     span, else ``carry``, where the span after it left it) to the one entering it (``carry``,
     or d h0 for span 0); else over the whole call, the span arguments unread. dx, dB, d h0
     and the gradient of the raw dt (or log_a), each partial over p-blocks; with ``ACC_DX``
-    dx is added to what ``dx_ptr`` holds (a block of the state's columns after the first,
-    :func:`.launch._column_blocks_bwd`).
+    dx is added to what ``dx_ptr`` holds (a block of the state's columns after the first).
+    ``dy`` is the gradient of the SSD's own output: with z, ``dy silu(z)``, which the forward
+    sweep wrote (``STORE_DYZ``), so that the dots here take a loaded tile (the gate computed
+    here cost this loop 1713 of its 3220 instructions, Triton 3.6 proxy).
     FAST, FACTORED, ONE_LAUNCH, WIDE: as in :func:`ssd_bwd_fwdsweep_kernel`; E_ON_C: the chunk
     decays ``e_in`` scale C rather than dy in ``dy^T diag(e_in) C`` and its relatives (the same
     products; chosen where C's tile is not larger than dy's).
@@ -477,8 +485,9 @@ def ssd_bwd_revsweep_kernel(
             offs_q, offs_p, offs_n = _offsets(pid_p, Q, BP, BN)
             dtype = x_ptr.dtype.element_ty
 
-            x_base, dy_base, z_base, B_base, C_base = _io_starts(x_ptr, dy_ptr, z_ptr, B_ptr, C_ptr,
-                                                                 b64, h, grp, T, H, G, P, NS)
+            # no z: dy is the gated one where the call has z (the forward sweep's dyz)
+            x_base, dy_base, _, B_base, C_base = _io_starts(x_ptr, dy_ptr, dy_ptr, B_ptr, C_ptr,
+                                                            b64, h, grp, T, H, G, P, NS)
             dx_base = _start(dx_ptr, b64, h, T, H, P)
             dB_base, dB_rs = _grad_rows(dB_ptr, pid_p, b64, h, grp, T, H, G, NS, ATOMIC)
             w_base = w_ptr + _slot(pid_p, pid_bh) * T
@@ -521,13 +530,8 @@ def ssd_bwd_revsweep_kernel(
                 keep, sig = _dt_grad_factors(PRE, dec_ptr, tl.num_programs(1), NC, dt_ptr, A_ptr,
                                              dtb_ptr, seq_ptr, b64, h, H, T, t, HAS_DT, DT_SOFTPLUS,
                                              HAS_DTB, HAS_SEQ, CLAMP_C)
-                if HAS_Z:
-                    zz = _ld(_tile(z_base, t, H * P, offs_p), m_tp, EVEN).to(tl.float32)
-                    dyp = dyt.to(tl.float32) * zz * tl.sigmoid(zz)
-                    dyc = dyp.to(dtype)
-                else:
-                    dyp = dyt
-                    dyc = dyt
+                dyp = dyt
+                dyc = dyt
                 xf = x.to(tl.float32)
                 if HAS_DT:
                     xs = (xf * dtv[:, None]).to(dtype)

@@ -223,7 +223,9 @@ def _bwd_plan(b, T, h, p, g, n, dtype, has_dt, dt_softplus, has_dtb, D_dim, has_
     ``(first column, width, [forward sweep Options], [reverse sweep Options])``: a launch per
     loop kind or one holding both, each run once per span (:func:`.config.span_steps`, of a
     block; ``SPANNED`` where there is more than one), last span first. D's terms go with the
-    first block; the sweeps of the others add their dz and dx to it (``ACC_DZ``, ``ACC_DX``)."""
+    first block, and with z its forward sweep writes the gated dy that every reverse sweep
+    takes (``STORE_DYZ``); the sweeps of the others add their dz and dx to the first's
+    (``ACC_DZ``, ``ACC_DX``)."""
     nb = _block(p, n, chunk_size, dtype)
     cfg = pick_config(p, nb, None if chunk_size < 0 else chunk_size, dtype, "bwd")
     Q, BP = cfg["Q"], cfg["BP"]
@@ -237,12 +239,12 @@ def _bwd_plan(b, T, h, p, g, n, dtype, has_dt, dt_softplus, has_dtb, D_dim, has_
     for c0 in range(0, n, nb):
         width = min(nb, n - c0)
         flags = dict(head, HAS_D=D_dim is not None and c0 == 0, D_PER_P=D_dim == 2,
-                     HAS_Z=has_z, HAS_SEQ=has_seq, Q=Q, BP=BP, BN=cfg["BN"], PREC=_prec(dtype),
+                     HAS_SEQ=has_seq, Q=Q, BP=BP, BN=cfg["BN"], PREC=_prec(dtype),
                      CLAMP_C=CLAMP, EVEN=_even(cfg, T, p, width), WIDE=_wide(per * p * nb),
                      PRE=pre, FACTOR=_factor("bwd"), ATOMIC=atomic, FAST=fast,
                      EXACT_STAGES=cfg.get("EXACT_STAGES", 0), SPANNED=spans > 1)
-        fwd_opts = [Options(**flags, HAS_H0=has_h0, FACTORED=f, ONE_LAUNCH=one,
-                            ACC_DZ=has_z and c0 > 0,
+        fwd_opts = [Options(**flags, HAS_Z=has_z, HAS_H0=has_h0, FACTORED=f, ONE_LAUNCH=one,
+                            ACC_DZ=has_z and c0 > 0, STORE_DYZ=has_z and c0 == 0,
                             **_launch_opts(dict(cfg, num_stages=cfg["fwd_sweep_stages"])))
                     for f, one in kinds]
         rev_opts = [Options(**flags, HAS_DHT=has_dhT, STORE_DH0=need_dh0, FACTORED=f,
@@ -303,6 +305,8 @@ def _sweeps_bwd(dy, dhT, x, dtla, A, B, C, D, z, dt_bias, h0, seq_idx, has_dt, d
     # the state entering each chunk of a span, for the reverse sweep (a block's columns)
     states = torch.empty(b, h, per, p, blocks[0][1], device=x.device, dtype=st_dtype)
     dz = torch.empty_like(z) if z is not None else None
+    # with z: dy silu(z), the reverse sweeps' dy (written by the first block's forward sweep)
+    dyz = torch.empty_like(x) if z is not None else None
     d = _dummy(x)
     o = lambda t: t if t is not None else d  # noqa: E731
     slot = _slot_size(b, h, p, n)
@@ -317,7 +321,7 @@ def _sweeps_bwd(dy, dhT, x, dtla, A, B, C, D, z, dt_bias, h0, seq_idx, has_dt, d
             if pre:
                 decays = (Q, dec, etot)
         for j, (c0, width, fwd_opts, rev_opts) in enumerate(blocks):
-            ins = (x, dtla, o(A), o(dt_bias), _from(Bx, c0), _from(Cx, c0), o(D), o(z))
+            ins = (x, dtla, o(A), o(dt_bias), _from(Bx, c0), _from(Cx, c0), o(D))
             h0_j, ck_j = o(_from(h0, c0)), _from(ckpt, c0) if spans > 1 else d
             dC_j, dB_j = _from(grads.ws, c0), _from(grads.dB, c0)
             for k in reversed(range(spans)):
@@ -328,8 +332,9 @@ def _sweeps_bwd(dy, dhT, x, dtla, A, B, C, D, z, dt_bias, h0, seq_idx, has_dt, d
                 key = ak if spans == 1 and j == 0 else (ak, j, k)
                 if T > 0:
                     for opts in fwd_opts:
-                        launch(K.ssd_bwd_fwdsweep_kernel, grid, *ins, h0_j, ck_j, o(seq_idx),
-                               dy, dec, etot, dC_j, w, o(dz), o(grads.dD_of(k)), states,
+                        launch(K.ssd_bwd_fwdsweep_kernel, grid, *ins, o(z), h0_j, ck_j,
+                               o(seq_idx), dy, dec, etot, dC_j, w, o(dz), o(dyz),
+                               o(grads.dD_of(k)), states,
                                T, h, g, p, width, n, c0k, c1k, per, k, slot,
                                arg_key=key, opts=opts)
                 if ddt is None:
@@ -343,7 +348,8 @@ def _sweeps_bwd(dy, dhT, x, dtla, A, B, C, D, z, dt_bias, h0, seq_idx, has_dt, d
                     dhT_j, carry_j, dh0_j = _from(dhT, c0), o(_from(carry, c0)), _from(dh0, c0)
                 if T > 0:
                     for opts in rev_opts:
-                        launch(K.ssd_bwd_revsweep_kernel, grid, *ins, o(seq_idx), dy,
+                        launch(K.ssd_bwd_revsweep_kernel, grid, *ins, o(seq_idx),
+                               dy if dyz is None else dyz,
                                o(dhT_j), carry_j, dec, etot, states, w, dx, dB_j,
                                _from(ddt, j * npb * b * T * h),
                                grads.sums_of(j, k), o(dh0_j),
