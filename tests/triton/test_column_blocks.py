@@ -197,3 +197,36 @@ def test_column_blocks_with_p_blocks(monkeypatch):
         assert rel(s, a) < (1e-5 if nm == "A" else 1e-6), nm
         if nm not in ("dt", "A"):
             assert rel(s, w) < 2e-5, nm
+
+
+def test_blocks_take_their_columns_in_place(monkeypatch):
+    """The blocks of one backward share its buffers and read B and C where they are: each
+    sweep launch gets B's and C's own storage at its block's first column (no copies), the
+    block's width and the row length n, and the same dC / dB buffer (launches recorded, none
+    run)."""
+    from semisep.backends.triton import kernels as K
+    monkeypatch.setenv("SEMISEP_TRITON_BWD", "NB=16")
+    calls = []
+    monkeypatch.setattr(L, "launch", lambda kernel, grid, *args, arg_key, opts:
+                        calls.append((kernel, args)))
+    gen = torch.Generator().manual_seed(13)
+    b, T, h, p, n = 1, 32, 2, 8, 40
+    x, B, C = (torch.randn(b, T, h, p, generator=gen), torch.randn(b, T, 1, n, generator=gen),
+               torch.randn(b, T, 1, n, generator=gen))
+    la = -torch.rand(b, T, h, generator=gen)
+    L._sweeps_bwd(torch.randn_like(x), None, x, la, None, B, C, None, None, None, None, None,
+                  False, False, 16, False, False)
+    sweeps = [(k, a) for k, a in calls if k in (K.ssd_bwd_fwdsweep_kernel,
+                                                 K.ssd_bwd_revsweep_kernel)]
+    assert len(sweeps) == 2 * 3                 # blocks of 16, 16 and 8 columns
+    size = B.element_size()
+    for i, (kernel, args) in enumerate(sweeps):
+        c0 = 16 * (i // 2)
+        names = kernel.arg_names
+        got = dict(zip(names, args))
+        assert got["B_ptr"].untyped_storage().data_ptr() == B.untyped_storage().data_ptr()
+        assert got["B_ptr"].data_ptr() == B.data_ptr() + c0 * size
+        assert got["C_ptr"].data_ptr() == C.data_ptr() + c0 * size
+        assert (got["N"], got["NS"]) == (min(16, n - c0), n)
+    dC = [dict(zip(k.arg_names, a))["dC_ptr"] for k, a in sweeps if k is K.ssd_bwd_fwdsweep_kernel]
+    assert len({t.untyped_storage().data_ptr() for t in dC}) == 1
