@@ -286,9 +286,8 @@ def ssd_bwd_fwdsweep_kernel(
     first, whose y is its own columns' part), with ``STORE_DYZ`` the gated ``dy silu(z)`` in
     ``dyz`` (x's dtype: the reverse sweeps' dy), ``w = r1off + rowP - colP`` (module
     docstring), and the state entering each chunk (for ``<dS_out, S_in>`` in the reverse
-    sweep) in slot ``c - C0`` of ``NCS``. FAST, FACTORED,
-    ONE_LAUNCH: as in :func:`ssd_fwd_kernel`; WIDE: a (b, h)'s stored states hold 2^31
-    elements or more."""
+    sweep) in slot ``c - C0`` of ``NCS``. FAST, FACTORED, ONE_LAUNCH: as in
+    :func:`ssd_fwd_kernel`; WIDE: a (b, h)'s stored states hold 2^31 elements or more."""
     pid_p, pid_bh, b64, h, grp = _program(H, G)
     NC = tl.cdiv(T, Q)
     if not SPANNED:
@@ -534,8 +533,6 @@ def ssd_bwd_revsweep_kernel(
                 keep, sig = _dt_grad_factors(PRE, dec_ptr, tl.num_programs(1), NC, dt_ptr, A_ptr,
                                              dtb_ptr, seq_ptr, b64, h, H, T, t, HAS_DT, DT_SOFTPLUS,
                                              HAS_DTB, HAS_SEQ, CLAMP_C)
-                dyp = dyt
-                dyc = dyt
                 xf = x.to(tl.float32)
                 if HAS_DT:
                     xs = (xf * dtv[:, None]).to(dtype)
@@ -556,10 +553,10 @@ def ssd_bwd_revsweep_kernel(
                 # dy tile itself, which the pipeliner then copies ahead asynchronously (a computed
                 # operand is loaded where it is used: the loop's longest wait, H200 ncu s7-1)
                 if E_ON_C:
-                    dyv = dyc
+                    dyv = dyt
                     Cv = (Ct.to(tl.float32) * e_w[:, None]).to(dtype)
                 else:
-                    dyv = (dyp.to(tl.float32) * e_w[:, None]).to(dtype)
+                    dyv = (dyt.to(tl.float32) * e_w[:, None]).to(dtype)
                     Cv = Ct
                 # dxs = acc * rs (rows scaled once, with dt, for dx)
                 if F:
@@ -594,11 +591,11 @@ def ssd_bwd_revsweep_kernel(
                     st = tl.dot(Bt, tl.trans(dSx), input_precision=PREC) * to_end[:, None]
                     rs = tl.full((Q,), 1.0, tl.float32)
                     r2off = tl.sum(xs.to(tl.float32) * st, axis=1)
-                    acc = tl.dot(WG, dyc, st, input_precision=PREC)
+                    acc = tl.dot(WG, dyt, st, input_precision=PREC)
                 xdx = tl.sum(acc * xf, axis=1) * rs
                 dx = acc * (rs * dtv)[:, None]
                 if HAS_D:
-                    dx = _plus_D(dx, dyp.to(tl.float32), Dv, D_PER_P)
+                    dx = _plus_D(dx, dyt.to(tl.float32), Dv, D_PER_P)
                 if ACC_DX:
                     dx += dx_in.to(tl.float32)
                 _st(_tile(dx_base, t, H * P, offs_p), dx.to(dx_ptr.dtype.element_ty), m_tp, EVEN)
@@ -606,7 +603,7 @@ def ssd_bwd_revsweep_kernel(
                     Mt = tl.dot(xs, tl.trans(dyv), input_precision=PREC)  # Mt[j, i] = dyv_i . xs_j
                     WM = tl.where(low, Mt, 0.0).to(dtype)
                 else:
-                    Mt = tl.dot(xs, tl.trans(dyc), input_precision=PREC)  # Mt[j, i] = dy_i . xs_j
+                    Mt = tl.dot(xs, tl.trans(dyt), input_precision=PREC)  # Mt[j, i] = dy_i . xs_j
                     WM = (Mt * Lt).to(dtype)
                 # the pairs straddling t: inside the chunk and entering it (w, from the forward
                 # sweep), leaving it (r2off), and crossing it (exp(l_end) <dS_out, S_in>)

@@ -267,8 +267,7 @@ def _sweeps_bwd(dy, dhT, x, dtla, A, B, C, D, z, dt_bias, h0, seq_idx, has_dt, d
     the state's columns (:func:`.config.state_block`), each in spans
     (:func:`.config.span_steps`) last first, each from the state entering it (h0, or
     ``ckpt``: the forward's :func:`_fwd` checkpoints, needed with more than one span).
-    ``decays``: the forward's ``(Q, dec, etot)``, used when the chunk size matches. Returns
-    the gradients and the decays used.
+    ``decays``: the forward's ``(Q, dec, etot)``, used when the chunk size matches.
 
     The blocks share every buffer: each takes its columns of B, C, their gradients and the
     states of n columns at its first column (the kernels step through rows of n), writes its
@@ -318,8 +317,6 @@ def _sweeps_bwd(dy, dhT, x, dtla, A, B, C, D, z, dt_bias, h0, seq_idx, has_dt, d
                 dec, etot = decays[1:]
             else:
                 dec, etot = _pre_decays(pre, dec_opts, dtla, A, dt_bias, seq_idx, Q, d, ak)
-            if pre:
-                decays = (Q, dec, etot)
         for j, (c0, width, fwd_opts, rev_opts) in enumerate(blocks):
             ins = (x, dtla, o(A), o(dt_bias), _from(Bx, c0), _from(Cx, c0), o(D))
             h0_j, ck_j = o(_from(h0, c0)), _from(ckpt, c0) if spans > 1 else d
@@ -344,15 +341,13 @@ def _sweeps_bwd(dy, dhT, x, dtla, A, B, C, D, z, dt_bias, h0, seq_idx, has_dt, d
                     dh0 = torch.empty(b, h, p, n, **f32) if need_dh0 else None
                     # the adjoint entering a span, left by the span after it
                     carry = torch.empty(b, h, p, n, **f32) if spans > 1 else None
-                if k == spans - 1:
-                    dhT_j, carry_j, dh0_j = _from(dhT, c0), o(_from(carry, c0)), _from(dh0, c0)
                 if T > 0:
                     for opts in rev_opts:
                         launch(K.ssd_bwd_revsweep_kernel, grid, *ins, o(seq_idx),
-                               dy if dyz is None else dyz,
-                               o(dhT_j), carry_j, dec, etot, states, w, dx, dB_j,
+                               dy if dyz is None else dyz, o(_from(dhT, c0)),
+                               o(_from(carry, c0)), dec, etot, states, w, dx, dB_j,
                                _from(ddt, j * npb * b * T * h),
-                               grads.sums_of(j, k), o(dh0_j),
+                               grads.sums_of(j, k), o(_from(dh0, c0)),
                                T, h, g, p, width, n, npb, c0k, c1k, per, k, spans,
                                arg_key=key, opts=opts)
     if T == 0:
@@ -364,7 +359,7 @@ def _sweeps_bwd(dy, dhT, x, dtla, A, B, C, D, z, dt_bias, h0, seq_idx, has_dt, d
     # one block and one p-block (p <= 64): the partials are the sums
     ddt = ddt[0] if ddt.shape[0] == 1 else ddt.sum(0)
     dCB, sums, dD = grads.totals()
-    return (dx, dz, ddt, sums if has_dt else None, dCB, dD, dh0), decays
+    return dx, dz, ddt, sums if has_dt else None, dCB, dD, dh0
 
 
 class _GradBuffers:
@@ -430,7 +425,7 @@ def _bwd(dy, dhT, x, dtla, A, B, C, D, z, dt_bias, h0, seq_idx, has_dt, dt_softp
          chunk_size, fp32_states, decays=None, ckpt=None):
     """The gradients of every input, in the op's order (None for the absent ones); ``ckpt``
     the forward's checkpoints (:func:`_fwd`), needed where the backward runs in spans."""
-    (dx, dz, ddt, sums, dCB, dD, dh0), _ = _sweeps_bwd(
+    dx, dz, ddt, sums, dCB, dD, dh0 = _sweeps_bwd(
         dy, dhT, x, dtla, A, B, C, D, z, dt_bias, h0, seq_idx, has_dt, dt_softplus,
         chunk_size, h0 is not None, fp32_states, decays, ckpt)
     # the kernels applied the chain rule of the clamp, dt -> dt A and the softplus
