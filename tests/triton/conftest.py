@@ -17,8 +17,9 @@ if importlib.util.find_spec("triton") is None or importlib.util.find_spec("torch
 else:
     # if another test imported the kernels in compiled mode, re-create them interpreted
     # (the module object is reused, so ops' reference to it sees the new kernels)
-    if "semisep.backends.triton.kernels" in sys.modules:
-        importlib.reload(sys.modules["semisep.backends.triton.kernels"])
+    for name in ("semisep.backends.triton.gate", "semisep.backends.triton.kernels"):
+        if name in sys.modules:
+            importlib.reload(sys.modules[name])
 
 
 @pytest.fixture

@@ -167,8 +167,8 @@ def test_custom_op_runs_the_blocks(monkeypatch, knob, spans):
     dt, A = torch.rand(b, T, h, generator=gen), -torch.rand(h, generator=gen)
     h0 = torch.randn(b, h, p, n, generator=gen)
     leaves = [t.clone().requires_grad_(True) for t in (x, dt, B, C, h0)]
-    y, hT, ckpt = ops._op_fwd(leaves[0], leaves[1], A, leaves[2], leaves[3], None, None, None,
-                              leaves[4], None, True, False, 16, False)
+    y, hT, ckpt, _ = ops._op_fwd(leaves[0], leaves[1], A, leaves[2], leaves[3], None, None,
+                                 None, leaves[4], None, True, False, 16, False)
     assert ckpt.shape == ops._checkpoints_shape(b, T, h, p, n, 16, torch.float32)
     assert ckpt.shape[0] == spans - 1
     op = torch.autograd.grad(y.square().sum() + hT.sum(), leaves)

@@ -79,9 +79,12 @@ def test_exact_loop_stages_reach_every_sweep(monkeypatch):
     from semisep.backends.triton import kernels as K
     monkeypatch.setenv("SEMISEP_TRITON_FWD", "EXACT_STAGES=1")
     monkeypatch.setenv("SEMISEP_TRITON_BWD", "EXACT_STAGES=2")
-    args = (1, 256, 2, 16, 1, 16, torch.float32, False, False, False, None, False, False, True)
+    # b, T, h, p, g, n, dtype, has_dt, dt_softplus, has_dtb, D_dim, (has_z,) has_h0, has_seq
+    head, tail = (1, 256, 2, 16, 1, 16, torch.float32, False, False, False, None), (False, True)
+    args = (*head, False, *tail)
     fwd = L._fwd_plan(*args, -1, True)[5]
-    bwd = [o for _, _, f, r in L._bwd_plan(*args, False, False, -1, True)[5] for o in f + r]
+    bwd = [o for _, _, f, r in L._bwd_plan(*head, *tail, False, False, -1, True)[5]
+           for o in f + r]
     assert [o.kwargs["EXACT_STAGES"] for o in fwd] == [1] * len(fwd)
     assert [o.kwargs["EXACT_STAGES"] for o in bwd] == [2] * len(bwd)
     monkeypatch.delenv("SEMISEP_TRITON_FWD")

@@ -218,9 +218,10 @@ def _run_launchers(L, dtype, bc32, T, p, n, has_dt, d_per_p, extras, fp32_states
     seq = (torch.arange(T) >= T // 2).to(torch.int32).expand(b, T).contiguous() if extras \
         else None
     args = (x, dtla, A, B, C, D, z, dtb, h0, seq, has_dt, extras and has_dt)
-    y, hT, decays, ckpt = L._fwd(*args, -1, for_grad=True, checkpoints=True)
+    y, hT, decays, ckpt, yu = L._fwd(*args, -1, for_grad=True, checkpoints=True)
     dy = _misaligned(torch.randn_like(y), shifts[5])
-    L._bwd(dy, hT if extras else None, *args, -1, fp32_states, decays=decays, ckpt=ckpt)
+    L._bwd(dy, hT if extras else None, *args, -1, fp32_states, decays=decays, ckpt=ckpt,
+           yu=yu)
 
 
 _CONFIGS = st.fixed_dictionaries(dict(

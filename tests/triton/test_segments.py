@@ -90,9 +90,9 @@ def test_prepass_segment_rows(b, T, h, lengths, inf_at, seed):
     seq = packed_seq(lengths, b, T)
     x = torch.randn(b, T, h, 4, generator=gen)
     B = torch.randn(b, T, 1, 8, generator=gen)
-    _, _, (q, dec, etot), _ = L._fwd(x, la, None, B, B, None, None, None, None, seq, False, False,
-                                  Q, for_grad=True)
-    _, _, (_, dec0, etot0), _ = L._fwd(x, la, None, B, B, None, None, None, None, None, False,
+    _, _, (q, dec, etot), *_ = L._fwd(x, la, None, B, B, None, None, None, None, seq, False,
+                                   False, Q, for_grad=True)
+    _, _, (_, dec0, etot0), *_ = L._fwd(x, la, None, B, B, None, None, None, None, None, False,
                                     False, Q, for_grad=True)
     assert q == Q and dec.shape[0] == L._dec_rows(True, True) == 10 and etot.shape[0] == 3
     nc = -(-T // Q)
@@ -135,8 +135,8 @@ def test_resets_keep_the_factored_loops():
     la[0, 5, 3] = -math.inf                  # and a -inf reset, weak decays
     x = torch.randn(b, T, h, 4)
     B = torch.randn(b, T, 1, 8)
-    _, _, (_, _, etot), _ = L._fwd(x, la, None, B, B, None, None, None, None, seq, False, False,
-                                Q, for_grad=True)
+    _, _, (_, _, etot), *_ = L._fwd(x, la, None, B, B, None, None, None, None, seq, False, False,
+                                 Q, for_grad=True)
     out = torch.empty(b * h, dtype=torch.int32)
     _factorable_probe[(1, b * h)](etot, out, T // Q, HAS_SEQ=True)
     assert out.tolist() == [1, 0, 0, 1]

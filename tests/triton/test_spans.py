@@ -122,15 +122,15 @@ def test_custom_op_carries_the_checkpoints(monkeypatch):
     d = _make(1, 40, 2, 1, 8, 16, 3)
     args = (d["x"].requires_grad_(True), d["dt"], d["A"], d["B"], d["C"], None, None, None,
             d["initial_state"], None, True, False, 16, False)
-    y, hT, ckpt = ops._op_fwd(*args)
+    y, hT, ckpt, _ = ops._op_fwd(*args)
     assert ckpt.shape == ops._checkpoints_shape(1, 40, 2, 8, 16, 16, torch.float32) == (2, 256)
     torch.library.opcheck(ops._op_fwd, args,
                           test_utils=("test_schema", "test_autograd_registration",
                                       "test_faketensor"))
     leaves = [d[k].detach().clone().requires_grad_(True) for k in ("x", "dt", "B", "C")]
     x, dt, B, C = leaves
-    y, hT, _ = ops._op_fwd(x, dt, d["A"], B, C, None, None, None, d["initial_state"], None,
-                           True, False, 16, False)
+    y, hT, *_ = ops._op_fwd(x, dt, d["A"], B, C, None, None, None, d["initial_state"], None,
+                            True, False, 16, False)
     op = torch.autograd.grad(y.square().sum() + hT.sum(), leaves)
     eager_leaves = [t.detach().clone().requires_grad_(True) for t in leaves]
     x, dt, B, C = eager_leaves

@@ -37,8 +37,9 @@ The backward runs in spans where its stored states would exceed 1.5 times x's el
 state and from the adjoint the span after it left. In one span they run over the whole call.
 The state's columns (indexed by n) evolve independently too, and y is the sum of their
 blocks' outputs: for n > 64 the launchers run the backward in blocks of 64 columns, one after
-another (:func:`.config.state_block`), the forward sweep adding its dz and the reverse sweep
-its dx to the blocks' before it (``ACC_DZ``, ``ACC_DX``: both are linear in the blocks' y).
+another (:func:`.config.state_block`), the reverse sweep adding its dx to the blocks' before
+it (``ACC_DX``: dx is linear in the blocks' y). The sweeps know no z: with z their dy is
+``dy silu(z)``, made with dz by one elementwise pass before them (:mod:`.gate`).
 A sweep takes the N columns of its block out of rows of NS: the pointers to B, C, their
 gradients and the (b, h, p, NS) states (h0, the checkpoints, the adjoint carry, d final
 state, d h0) start at the block's first column; the stored chunk states are the block's
@@ -47,8 +48,7 @@ own, N wide.
 Backward: a decay pre-pass (on by default); two sweeps, each recomputing what it needs:
 
 * forward sweep (carries S): ``dC = (M o L) B + exp(l) (dy S_in)`` with ``M = dy xs^T``,
-  ``dz`` (recomputing y) and the gated ``dy silu(z)`` that the reverse sweep takes for dy
-  (x's dtype), ``dD``, ``w_t = r1off_t + rowP_t - colP_t`` (below) and the state entering
+  ``dD``, ``w_t = r1off_t + rowP_t - colP_t`` (below) and the state entering
   each chunk (bf16 for bf16 inputs, fp32 for fp32);
 * reverse sweep (carries the adjoint dS (p, n)):
   ``dxs = (G o L)^T dy + exp(l_end - l) (B dS^T)``,
@@ -75,6 +75,7 @@ import triton.language as tl
 
 from .decays import (_decays_all, _dt_grad_factors, _factorable, _L_tile, _leaving, _lower,
                      _runs, _seg0, _segments, _softplus)
+from .gate import _sigmoid
 from .tiles import (_chunk_inputs, _grad_rows, _io_starts, _ld, _load_D, _offsets, _plus_D,
                     _program, _put_grad, _slot, _slot_offset, _st, _start, _state_nt,
                     _state_rows, _state_tile, _state_update, _tile, _when)
@@ -101,7 +102,7 @@ def _stages(F, EXACT_STAGES):
 def ssd_fwd_kernel(
     x_ptr, dt_ptr, A_ptr, dtb_ptr, B_ptr, C_ptr, D_ptr, z_ptr, h0_ptr, seq_ptr,
     dec_ptr, etot_ptr, gl_ptr,
-    y_ptr, hT_ptr, ck_ptr,
+    y_ptr, yu_ptr, hT_ptr, ck_ptr,
     T, H, G, P, N, PER, SLOT,
     HAS_DT: tl.constexpr, DT_SOFTPLUS: tl.constexpr, HAS_DTB: tl.constexpr,
     HAS_D: tl.constexpr, D_PER_P: tl.constexpr, HAS_Z: tl.constexpr, HAS_H0: tl.constexpr,
@@ -111,9 +112,13 @@ def ssd_fwd_kernel(
     FAST: tl.constexpr = False, FACTORED: tl.constexpr = False, EVEN: tl.constexpr = False,
     UNROLL: tl.constexpr = 1, STATE_T: tl.constexpr = True, GRAM: tl.constexpr = False,
     WIDE: tl.constexpr = False, ONE_LAUNCH: tl.constexpr = False,
-    EXACT_STAGES: tl.constexpr = 0, SPANS: tl.constexpr = False,
+    EXACT_STAGES: tl.constexpr = 0, SPANS: tl.constexpr = False, STORE_YU: tl.constexpr = False,
+    FAST_GATE: tl.constexpr = False,
 ):
-    """The forward sweep. UNROLL: chunks per loop iteration (an experiment: more independent
+    """The forward sweep. With z and ``STORE_YU`` the ungated y (D's term included) goes to
+    ``yu`` too, in x's dtype: the backward's dz (``dy y silu'(z)``) takes it rather than
+    recomputing y (H200 s16-1: z cost the n = 64 backward 2.4 ms at 16K); FAST_GATE: the
+    approximate sigmoid (:func:`.gate._sigmoid`). UNROLL: chunks per loop iteration (an experiment: more independent
     work in view of the scheduler, benchmarks/NOTES.md).
 
     FAST (needs PRE): the kernel is launched twice, FACTORED and not, and each program runs
@@ -151,6 +156,7 @@ def ssd_fwd_kernel(
 
             x_base, y_base, z_base, B_base, C_base = _io_starts(
                 x_ptr, y_ptr, z_ptr, B_ptr, C_ptr, b64, h, grp, T, H, G, P, N)
+            yu_base = _start(yu_ptr, b64, h, T, H, P)
             st_off, st_mask = _state_tile(b64, h, H, P, N, N, offs_p, offs_n, STATE_T)
 
             if HAS_H0:
@@ -183,6 +189,10 @@ def ssd_fwd_kernel(
                         CLAMP_C)
                     mask_t, m_tp, m_tn, x, Bt, Ct = _chunk_inputs(
                         x_base, B_base, C_base, t, T, H, G, P, N, N, offs_p, offs_n, EVEN)
+                    if HAS_Z:
+                        # issued before the dots, for its latency to pass behind them (no dot
+                        # takes it, so the pipeliner does not copy it ahead)
+                        zz = _ld(_tile(z_base, t, H * P, offs_p), m_tp, EVEN)
                     if not (F and GRAM):
                         Gm = tl.dot(Ct, tl.trans(Bt), input_precision=PREC)
                     acc = tl.dot(Ct, _state_nt(S, STATE_T).to(dtype), input_precision=PREC)
@@ -218,8 +228,10 @@ def ssd_fwd_kernel(
                     if HAS_D:
                         acc = _plus_D(acc, x.to(tl.float32), Dv, D_PER_P)
                     if HAS_Z:
-                        zz = _ld(_tile(z_base, t, H * P, offs_p), m_tp, EVEN).to(tl.float32)
-                        acc = acc * zz * tl.sigmoid(zz)
+                        zz = zz.to(tl.float32)
+                        if STORE_YU:
+                            _st(_tile(yu_base, t, H * P, offs_p), acc.to(dtype), m_tp, EVEN)
+                        acc = acc * zz * _sigmoid(zz, FAST_GATE)
                     _st(_tile(y_base, t, H * P, offs_p), acc.to(dtype), m_tp, EVEN)
                 if SPANS and k < n_spans - 1:
                     tl.store(ck_ptr + tl.cast(k, tl.int64) * SLOT + st_off,
@@ -264,30 +276,29 @@ def _bwd_state_step(S, u, to_end, e_tot, Bt, FACTORED: tl.constexpr, PREC: tl.co
 
 @triton.jit
 def ssd_bwd_fwdsweep_kernel(
-    x_ptr, dt_ptr, A_ptr, dtb_ptr, B_ptr, C_ptr, D_ptr, z_ptr, h0_ptr, ck_ptr, seq_ptr, dy_ptr,
+    x_ptr, dt_ptr, A_ptr, dtb_ptr, B_ptr, C_ptr, D_ptr, h0_ptr, ck_ptr, seq_ptr, dy_ptr,
     dec_ptr, etot_ptr,
-    dC_ptr, w_ptr, dz_ptr, dyz_ptr, dD_ptr, st_ptr,
+    dC_ptr, w_ptr, dD_ptr, st_ptr,
     T, H, G, P, N, NS, C0, C1, NCS, k, SLOT,
     HAS_DT: tl.constexpr, DT_SOFTPLUS: tl.constexpr, HAS_DTB: tl.constexpr,
-    HAS_D: tl.constexpr, D_PER_P: tl.constexpr, HAS_Z: tl.constexpr, HAS_H0: tl.constexpr,
+    HAS_D: tl.constexpr, D_PER_P: tl.constexpr, HAS_H0: tl.constexpr,
     HAS_SEQ: tl.constexpr,
     Q: tl.constexpr, BP: tl.constexpr, BN: tl.constexpr, PREC: tl.constexpr,
     CLAMP_C: tl.constexpr, PRE: tl.constexpr = False, FACTOR: tl.constexpr = True,
     ATOMIC: tl.constexpr = False, FAST: tl.constexpr = False, FACTORED: tl.constexpr = False,
     EVEN: tl.constexpr = False, WIDE: tl.constexpr = False, ONE_LAUNCH: tl.constexpr = False,
-    EXACT_STAGES: tl.constexpr = 0, SPANNED: tl.constexpr = False, ACC_DZ: tl.constexpr = False,
-    STORE_DYZ: tl.constexpr = False,
+    EXACT_STAGES: tl.constexpr = 0, SPANNED: tl.constexpr = False,
 ):
     """Forward sweep of the backward, its first launch: with ``SPANNED`` over span ``k``,
     chunks ``[C0, C1)``, from the state entering it (``h0`` for span 0, else the forward's
     checkpoint ``k - 1`` in ``ck``, slots ``SLOT`` apart); else over the whole call from h0,
-    the span arguments unread. dC and dD (partials, or added in place with ATOMIC), dz (with
-    ``ACC_DZ`` added to what ``dz_ptr`` holds: a block of the state's columns after the
-    first, whose y is its own columns' part), with ``STORE_DYZ`` the gated ``dy silu(z)`` in
-    ``dyz`` (x's dtype: the reverse sweeps' dy), ``w = r1off + rowP - colP`` (module
+    the span arguments unread. dC and dD (partials, or added in place with ATOMIC),
+    ``w = r1off + rowP - colP`` (module
     docstring), and the state entering each chunk (for ``<dS_out, S_in>`` in the reverse
     sweep) in slot ``c - C0`` of ``NCS``. FAST, FACTORED, ONE_LAUNCH: as in
-    :func:`ssd_fwd_kernel`; WIDE: a (b, h)'s stored states hold 2^31 elements or more."""
+    :func:`ssd_fwd_kernel`; WIDE: a (b, h)'s stored states hold 2^31 elements or more.
+    ``D_ptr`` is unread (dD needs dy and x only; the launch shares its inputs with the
+    reverse sweep's)."""
     pid_p, pid_bh, b64, h, grp = _program(H, G)
     NC = tl.cdiv(T, Q)
     if not SPANNED:
@@ -300,10 +311,9 @@ def ssd_bwd_fwdsweep_kernel(
             mask_p = offs_p < P
             dtype = x_ptr.dtype.element_ty
 
-            x_base, dy_base, z_base, B_base, C_base = _io_starts(x_ptr, dy_ptr, z_ptr, B_ptr, C_ptr,
-                                                                 b64, h, grp, T, H, G, P, NS)
-            dz_base = _start(dz_ptr, b64, h, T, H, P)
-            dyz_base = _start(dyz_ptr, b64, h, T, H, P)
+            # (no z: the third start is unused; `_` is taken by the loop)
+            x_base, dy_base, _dy, B_base, C_base = _io_starts(
+                x_ptr, dy_ptr, dy_ptr, B_ptr, C_ptr, b64, h, grp, T, H, G, P, NS)
             dC_base, dC_rs = _grad_rows(dC_ptr, pid_p, b64, h, grp, T, H, G, NS, ATOMIC)
             w_base = w_ptr + _slot(pid_p, pid_bh) * T
             st_off, st_mask = _state_tile(b64, h, H, P, N, NS, offs_p, offs_n)
@@ -317,7 +327,6 @@ def ssd_bwd_fwdsweep_kernel(
                 S += tl.load(h0_ptr + st_off, mask=_when(st_mask, k, 1),
                              other=0.0).to(tl.float32)
             if HAS_D:
-                Dv = _load_D(D_ptr, h, P, offs_p, D_PER_P)
                 dD_acc = tl.zeros((BP,), dtype=tl.float32)
 
             for c in tl.range(C0, C1, num_stages=_stages(F, EXACT_STAGES)):
@@ -327,7 +336,7 @@ def ssd_bwd_fwdsweep_kernel(
                     seq_ptr, b64, h, H, T, t, HAS_DT, DT_SOFTPLUS, HAS_DTB, HAS_SEQ, CLAMP_C)
                 mask_t, m_tp, m_tn, x, Bt, Ct = _chunk_inputs(
                     x_base, B_base, C_base, t, T, H, G, P, N, NS, offs_p, offs_n, EVEN)
-                dyo = _ld(_tile(dy_base, t, H * P, offs_p), m_tp, EVEN).to(tl.float32)
+                dyt = _ld(_tile(dy_base, t, H * P, offs_p), m_tp, EVEN)
                 if HAS_DT:
                     xs = (x.to(tl.float32) * dtv[:, None]).to(dtype)
                 else:
@@ -357,35 +366,6 @@ def ssd_bwd_fwdsweep_kernel(
                         S.to(st_ptr.dtype.element_ty), st_mask, EVEN)
                 Gm = tl.dot(Ct, tl.trans(Bt), input_precision=PREC)
                 Sb = S.to(dtype)
-                if HAS_Z:
-                    zz = _ld(_tile(z_base, t, H * P, offs_p), m_tp, EVEN).to(tl.float32)
-                    sz = tl.sigmoid(zz)
-                    if STORE_DYZ:
-                        # written first: 3239 instructions a chunk against 3429 after dz (672
-                        # against 1048 B of stack); made after dz where not written (3326)
-                        dyp = dyo * zz * sz
-                        _st(_tile(dyz_base, t, H * P, offs_p), dyp.to(dtype), m_tp, EVEN)
-                    # recompute y (pre-gate) for dz
-                    yv = tl.dot(Ct, tl.trans(Sb), input_precision=PREC)
-                    if F:
-                        Wl = tl.where(_lower(offs_q, seg, HAS_SEQ), Gm, 0.0).to(dtype)
-                        yv = tl.dot(Wl, u, _seg0(yv, seg, HAS_SEQ), input_precision=PREC)
-                        yv = yv * e_w[:, None]
-                    else:
-                        yv = tl.dot((Gm * L).to(dtype), xs, yv * e_in[:, None],
-                                    input_precision=PREC)
-                    if HAS_D:
-                        yv = _plus_D(yv, x.to(tl.float32), Dv, D_PER_P)
-                    dz = dyo * yv * sz * (1.0 + zz * (1.0 - sz))
-                    if ACC_DZ:
-                        dz += _ld(_tile(dz_base, t, H * P, offs_p), m_tp, EVEN).to(tl.float32)
-                    _st(_tile(dz_base, t, H * P, offs_p), dz.to(dz_ptr.dtype.element_ty), m_tp,
-                        EVEN)
-                    if not STORE_DYZ:
-                        dyp = dyo * zz * sz
-                else:
-                    dyp = dyo
-                dyc = dyp.to(dtype)
                 if NARROW:
                     S = _bwd_state_step(S, us, to_end, e_tot, Bt, STEP_F, PREC)
                 else:
@@ -393,26 +373,26 @@ def ssd_bwd_fwdsweep_kernel(
                         S.to(st_ptr.dtype.element_ty), st_mask, EVEN)
                 # P = G o L o M (fp32, strictly lower: the diagonal crosses nothing)
                 if F:
-                    Mu = tl.dot(dyc, tl.trans(u), input_precision=PREC)      # dy_i . xs_j inv_j
+                    Mu = tl.dot(dyt, tl.trans(u), input_precision=PREC)      # dy_i . xs_j inv_j
                     Ml = tl.where(_lower(offs_q, seg, HAS_SEQ), Mu, 0.0).to(dtype)
                 else:
-                    M = tl.dot(dyc, tl.trans(xs), input_precision=PREC)
+                    M = tl.dot(dyt, tl.trans(xs), input_precision=PREC)
                     Ml = (M * L).to(dtype)
                 if HAS_D and not NARROW:
-                    dD_acc += tl.sum(dyp * x.to(tl.float32), axis=0)
+                    dD_acc += tl.sum(dyt.to(tl.float32) * x.to(tl.float32), axis=0)
                 if F:
                     Pm = tl.where(_lower(offs_q, seg, HAS_SEQ, True), Gm * Mu, 0.0) * e_w[:, None]
                 else:
                     Pm = tl.where(offs_q[:, None] > offs_q[None, :], Gm * L * M, 0.0)
                 rowP = tl.sum(Pm, axis=1)
                 colP = tl.sum(Pm, axis=0)
-                dCs = tl.dot(dyc, Sb, input_precision=PREC)          # dy_i S, before e_in
+                dCs = tl.dot(dyt, Sb, input_precision=PREC)          # dy_i S, before e_in
                 # w_t = r1off_t + sum_j P_tj - sum_i P_it: the pairs entering the chunk at t
                 # (r1off_i = dy_i . exp(l_i) S_in C_i) and those inside it that start before or end
                 # at t
                 r1off = tl.sum(dCs * Ct.to(tl.float32), axis=1) * e_in
                 if HAS_D and NARROW:
-                    dD_acc += tl.sum(dyp * x.to(tl.float32), axis=0)
+                    dD_acc += tl.sum(dyt.to(tl.float32) * x.to(tl.float32), axis=0)
                 _st(w_base + t, r1off + rowP - colP, mask_t, EVEN)
                 if not NARROW:
                     S = _bwd_state_step(S, us, to_end, e_tot, Bt, STEP_F, PREC)
@@ -458,7 +438,7 @@ def ssd_bwd_revsweep_kernel(
     and the gradient of the raw dt (or log_a), each partial over p-blocks; with ``ACC_DX``
     dx is added to what ``dx_ptr`` holds (a block of the state's columns after the first).
     ``dy`` is the gradient of the SSD's own output: with z, ``dy silu(z)``, which the forward
-    sweep wrote (``STORE_DYZ``), so that the dots here take a loaded tile (the gate computed
+    sweep of the first block wrote (``dyz``), so that the dots here take a loaded tile (the gate computed
     here cost this loop 1713 of its 3220 instructions, Triton 3.6 proxy).
     FAST, FACTORED, ONE_LAUNCH, WIDE: as in :func:`ssd_bwd_fwdsweep_kernel`; E_ON_C: the chunk
     decays ``e_in`` scale C rather than dy in ``dy^T diag(e_in) C`` and its relatives (the same
@@ -646,9 +626,10 @@ def ssd_decode_kernel(
     H, G, P, N,
     HAS_DT: tl.constexpr, DT_SOFTPLUS: tl.constexpr, HAS_DTB: tl.constexpr,
     HAS_D: tl.constexpr, D_PER_P: tl.constexpr, HAS_Z: tl.constexpr,
-    BP: tl.constexpr, BN: tl.constexpr, CLAMP_C: tl.constexpr,
+    BP: tl.constexpr, BN: tl.constexpr, CLAMP_C: tl.constexpr, FAST_GATE: tl.constexpr = False,
 ):
-    """One token: ``S <- exp(la) S + xs B^T`` in place, ``y = S C (+ D x) (* silu z)``."""
+    """One token: ``S <- exp(la) S + xs B^T`` in place, ``y = S C (+ D x) (* silu z)``;
+    FAST_GATE as in :func:`ssd_fwd_kernel`."""
     pid_p, pid_bh, b64, h, grp = _program(H, G)
     offs_p = pid_p * BP + tl.arange(0, BP)
     offs_n = tl.arange(0, BN)
@@ -681,5 +662,5 @@ def ssd_decode_kernel(
         y += x * _load_D(D_ptr, h, P, offs_p, D_PER_P)
     if HAS_Z:
         zz = tl.load(z_ptr + xo, mask=mask_p, other=0.0).to(tl.float32)
-        y = y * zz * tl.sigmoid(zz)
+        y = y * zz * _sigmoid(zz, FAST_GATE)
     tl.store(y_ptr + xo, y.to(y_ptr.dtype.element_ty), mask=mask_p)

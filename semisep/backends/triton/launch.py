@@ -13,6 +13,7 @@ from .config import (_cdiv, _even, _factor, _fast, _gram, _launch_opts, _launche
                      _prec, _wide, knobs, pick_config, span_steps, state_block)
 from .decays import CLAMP, ssd_decays_kernel
 from .fastlaunch import MAX_ENTRIES, Options, arg_key, launch
+from .gate import BLOCK, fast_sigmoid, gate_options, ssd_gate_bwd_kernel
 
 
 def _device_ctx(t: torch.Tensor):
@@ -60,8 +61,9 @@ def _fwd_plan(b, T, h, p, g, n, dtype, has_dt, dt_softplus, has_dtb, D_dim, has_
               has_seq, chunk_size, for_grad, checkpoints=False):
     """``(Q, grid, pre, decays Options, gram Options or None, [forward Options], spans,
     chunks per span)``: one forward launch per loop kind, or one holding both; with
-    ``checkpoints`` in the backward's spans (:func:`.config.span_steps`, of its blocks of
-    the state's columns, :func:`.config.state_block`), else in one."""
+    ``checkpoints`` (for a backward) in the backward's spans (:func:`.config.span_steps`, of
+    its blocks of the state's columns, :func:`.config.state_block`), else in one, and with z
+    writing the ungated y too (``STORE_YU``)."""
     cfg = pick_config(p, n, None if chunk_size < 0 else chunk_size, dtype, "fwd")
     Q = cfg["Q"]
     pre = _pre("fwd")
@@ -84,7 +86,8 @@ def _fwd_plan(b, T, h, p, g, n, dtype, has_dt, dt_softplus, has_dtb, D_dim, has_
         ONE_LAUNCH=one, EVEN=_even(cfg, T, p, n), UNROLL=cfg.get("UNROLL", 1),
         STATE_T=bool(cfg["STATE_T"]), GRAM=gram and (factored or one),
         WIDE=gram and _wide(nc * Q ** 2), EXACT_STAGES=cfg.get("EXACT_STAGES", 0),
-        SPANS=spans > 1, **_launch_opts(cfg))
+        SPANS=spans > 1, STORE_YU=has_z and checkpoints, FAST_GATE=fast_sigmoid(dtype),
+        **_launch_opts(cfg))
         for factored, one in _launches(fast, b * h * T * cfg["BN"])]
     return Q, (_cdiv(p, cfg["BP"]), b * h), pre, dec_opts, gram_opts, fwd_opts, spans, per
 
@@ -124,19 +127,20 @@ def _slot_size(b, h, p, n):
 
 def _fwd(x, dtla, A, B, C, D, z, dt_bias, h0, seq_idx, has_dt, dt_softplus, chunk_size,
          for_grad=False, checkpoints=False):
-    """``(y, final state, decays, checkpoints)``: decays is what :func:`_pre_decays` made,
-    with the rows only the backward reads, which the backward takes instead of running the
-    pre-pass again (with ``for_grad``, where the backward's chunks are the forward's; else
-    None); checkpoints (only with ``checkpoints``) the
-    states entering the backward's spans after the first (:func:`_checkpoints`), which its
-    sweeps start from."""
+    """``(y, final state, decays, checkpoints, ungated y)``: decays is what
+    :func:`_pre_decays` made, with the rows only the backward reads, which the backward takes
+    instead of running the pre-pass again (with ``for_grad``, where the backward's chunks are
+    the forward's; else None); with ``checkpoints`` (for a backward) the states entering the
+    backward's spans after the first (:func:`_checkpoints`), which its sweeps start from, and
+    with z too the ungated y (x's shape and dtype), which its dz takes; else None."""
     b, T, h, p = x.shape
     g, n = B.shape[2], B.shape[3]
     if T == 0:
         hT = (h0.to(torch.float32, copy=True) if h0 is not None
               else x.new_zeros(b, h, p, n, dtype=torch.float32))
         ckpt = x.new_empty(0, 0, dtype=torch.float32) if checkpoints else None
-        return torch.empty_like(x), hT, None, ckpt
+        yu = torch.empty_like(x) if checkpoints and z is not None else None
+        return torch.empty_like(x), hT, None, ckpt, yu
     # what fixes every launch's argument specializations (fastlaunch.launch): the buffers
     # below follow from these inputs' dtypes, alignment and shapes
     ak = arg_key((x, dtla, A, B, C, D, z, dt_bias, h0, seq_idx), x.shape, B.shape)
@@ -153,6 +157,7 @@ def _fwd(x, dtla, A, B, C, D, z, dt_bias, h0, seq_idx, has_dt, dt_softplus, chun
         y = torch.empty_like(x)
         hT = torch.empty(b, h, p, n, device=x.device, dtype=torch.float32)
         ckpt = _checkpoints(spans, b, h, p, n, x.device) if checkpoints else None
+        yu = torch.empty_like(x) if checkpoints and z is not None else None
         gl = _gram_tiles(B, C, Q, gram_opts, T, ak) if gram_opts is not None else d
         for opts in fwd_opts:
             # with one span no checkpoint is written: hT stands in (fp32, as the kernel takes)
@@ -161,9 +166,10 @@ def _fwd(x, dtla, A, B, C, D, z, dt_bias, h0, seq_idx, has_dt, dt_softplus, chun
                 x, dtla, A if A is not None else d, dt_bias if dt_bias is not None else d, B, C,
                 D if D is not None else d, z if z is not None else d,
                 h0 if h0 is not None else d, seq_idx if seq_idx is not None else d, dec, etot,
-                gl, y, hT, ckpt if spans > 1 else hT,
+                gl, y, yu if yu is not None else d, hT, ckpt if spans > 1 else hT,
                 T, h, g, p, n, per, _slot_size(b, h, p, n), arg_key=ak, opts=opts)
-    return y, hT, ((Q, dec, etot) if pre and dec_opts.kwargs["GRAD_ROWS"] else None), ckpt
+    decays = (Q, dec, etot) if pre and dec_opts.kwargs["GRAD_ROWS"] else None
+    return y, hT, decays, ckpt, yu
 
 
 def _gram_tiles(B, C, Q, opts, T, ak):
@@ -216,16 +222,15 @@ def _pre_decays(pre, opts, dtla, A, dt_bias, seq_idx, Q, d, ak):
     return dec, etot
 
 
-def _bwd_plan(b, T, h, p, g, n, dtype, has_dt, dt_softplus, has_dtb, D_dim, has_z, has_h0,
+def _bwd_plan(b, T, h, p, g, n, dtype, has_dt, dt_softplus, has_dtb, D_dim, has_h0,
               has_seq, has_dhT, need_dh0, chunk_size, atomic):
     """``(Q, BP, grid, pre, decays Options (with GRAD_ROWS), blocks, spans, chunks per span)``:
     ``blocks`` holds, for each block of the state's columns (:func:`.config.state_block`),
     ``(first column, width, [forward sweep Options], [reverse sweep Options])``: a launch per
     loop kind or one holding both, each run once per span (:func:`.config.span_steps`, of a
     block; ``SPANNED`` where there is more than one), last span first. D's terms go with the
-    first block, and with z its forward sweep writes the gated dy that every reverse sweep
-    takes (``STORE_DYZ``); the sweeps of the others add their dz and dx to the first's
-    (``ACC_DZ``, ``ACC_DX``)."""
+    first block; the reverse sweeps of the others add their dx to the first's (``ACC_DX``).
+    The sweeps know no z (:mod:`.gate` makes their dy)."""
     nb = _block(p, n, chunk_size, dtype)
     cfg = pick_config(p, nb, None if chunk_size < 0 else chunk_size, dtype, "bwd")
     Q, BP = cfg["Q"], cfg["BP"]
@@ -243,8 +248,7 @@ def _bwd_plan(b, T, h, p, g, n, dtype, has_dt, dt_softplus, has_dtb, D_dim, has_
                      CLAMP_C=CLAMP, EVEN=_even(cfg, T, p, width), WIDE=_wide(per * p * nb),
                      PRE=pre, FACTOR=_factor("bwd"), ATOMIC=atomic, FAST=fast,
                      EXACT_STAGES=cfg.get("EXACT_STAGES", 0), SPANNED=spans > 1)
-        fwd_opts = [Options(**flags, HAS_Z=has_z, HAS_H0=has_h0, FACTORED=f, ONE_LAUNCH=one,
-                            ACC_DZ=has_z and c0 > 0, STORE_DYZ=has_z and c0 == 0,
+        fwd_opts = [Options(**flags, HAS_H0=has_h0, FACTORED=f, ONE_LAUNCH=one,
                             **_launch_opts(dict(cfg, num_stages=cfg["fwd_sweep_stages"])))
                     for f, one in kinds]
         rev_opts = [Options(**flags, HAS_DHT=has_dhT, STORE_DH0=need_dh0, FACTORED=f,
@@ -262,17 +266,18 @@ def _from(t, c0):
 
 
 def _sweeps_bwd(dy, dhT, x, dtla, A, B, C, D, z, dt_bias, h0, seq_idx, has_dt, dt_softplus,
-                chunk_size, need_dh0, fp32_states, decays=None, ckpt=None):
+                chunk_size, need_dh0, fp32_states, decays=None, ckpt=None, yu=None):
     """The backward's sweeps: the state forward, then its adjoint backward; block by block of
     the state's columns (:func:`.config.state_block`), each in spans
     (:func:`.config.span_steps`) last first, each from the state entering it (h0, or
     ``ckpt``: the forward's :func:`_fwd` checkpoints, needed with more than one span).
-    ``decays``: the forward's ``(Q, dec, etot)``, used when the chunk size matches.
+    ``decays``: the forward's ``(Q, dec, etot)``, used when the chunk size matches; ``yu``:
+    its ungated y, needed with z.
 
     The blocks share every buffer: each takes its columns of B, C, their gradients and the
     states of n columns at its first column (the kernels step through rows of n), writes its
-    own rows of the dt gradient (summed at the end) and adds its dz and dx to the blocks'
-    before it.
+    own rows of the dt gradient (summed at the end) and adds its dx to the blocks' before
+    it. With z the sweeps' dy is ``dy silu(z)``, made with dz first (:func:`_gate_bwd`).
     Only what the first launch needs comes before it: the host time up to that launch is
     time the GPU idles after the forward where that is short (T <= 4K, H200 s8)."""
     b, T, h, p = x.shape
@@ -289,13 +294,17 @@ def _sweeps_bwd(dy, dhT, x, dtla, A, B, C, D, z, dt_bias, h0, seq_idx, has_dt, d
     atomic = not torch.are_deterministic_algorithms_enabled()
     Q, BP, grid, pre, dec_opts, blocks, spans, per = _plan(
         _bwd_plan, b, T, h, p, g, n, x.dtype, has_dt, dt_softplus, dt_bias is not None,
-        None if D is None else D.dim(), z is not None, h0 is not None, seq_idx is not None,
-        dhT is not None, need_dh0, chunk_size, atomic)
+        None if D is None else D.dim(), h0 is not None, seq_idx is not None, dhT is not None,
+        need_dh0, chunk_size, atomic)
     if spans > 1 and (ckpt is None or ckpt.shape[0] != spans - 1):
         raise RuntimeError(
             f"the backward runs in {spans} spans and needs the forward's {spans - 1} "
             f"checkpoints, got {None if ckpt is None else ckpt.shape[0]} (were the Triton "
             "knobs changed between the forward and the backward?)")
+    if z is not None and (yu is None or yu.shape != x.shape):
+        raise RuntimeError(
+            "the backward of a call with z needs the forward's ungated y of shape "
+            f"{tuple(x.shape)}, got {None if yu is None else tuple(yu.shape)}")
     npb = grid[0]
     nc = _cdiv(T, Q)
     f32 = dict(device=x.device, dtype=torch.float32)
@@ -303,9 +312,6 @@ def _sweeps_bwd(dy, dhT, x, dtla, A, B, C, D, z, dt_bias, h0, seq_idx, has_dt, d
     w = torch.empty(npb, b * h, T, **f32)
     # the state entering each chunk of a span, for the reverse sweep (a block's columns)
     states = torch.empty(b, h, per, p, blocks[0][1], device=x.device, dtype=st_dtype)
-    dz = torch.empty_like(z) if z is not None else None
-    # with z: dy silu(z), the reverse sweeps' dy (written by the first block's forward sweep)
-    dyz = torch.empty_like(x) if z is not None else None
     d = _dummy(x)
     o = lambda t: t if t is not None else d  # noqa: E731
     slot = _slot_size(b, h, p, n)
@@ -317,6 +323,9 @@ def _sweeps_bwd(dy, dhT, x, dtla, A, B, C, D, z, dt_bias, h0, seq_idx, has_dt, d
                 dec, etot = decays[1:]
             else:
                 dec, etot = _pre_decays(pre, dec_opts, dtla, A, dt_bias, seq_idx, Q, d, ak)
+        dz = None
+        if z is not None:
+            dy, dz = _gate_bwd(dy, z, yu, ak)
         for j, (c0, width, fwd_opts, rev_opts) in enumerate(blocks):
             ins = (x, dtla, o(A), o(dt_bias), _from(Bx, c0), _from(Cx, c0), o(D))
             h0_j, ck_j = o(_from(h0, c0)), _from(ckpt, c0) if spans > 1 else d
@@ -329,9 +338,8 @@ def _sweeps_bwd(dy, dhT, x, dtla, A, B, C, D, z, dt_bias, h0, seq_idx, has_dt, d
                 key = ak if spans == 1 and j == 0 else (ak, j, k)
                 if T > 0:
                     for opts in fwd_opts:
-                        launch(K.ssd_bwd_fwdsweep_kernel, grid, *ins, o(z), h0_j, ck_j,
-                               o(seq_idx), dy, dec, etot, dC_j, w, o(dz), o(dyz),
-                               o(grads.dD_of(k)), states,
+                        launch(K.ssd_bwd_fwdsweep_kernel, grid, *ins, h0_j, ck_j,
+                               o(seq_idx), dy, dec, etot, dC_j, w, o(grads.dD_of(k)), states,
                                T, h, g, p, width, n, c0k, c1k, per, k, slot,
                                arg_key=key, opts=opts)
                 if ddt is None:
@@ -344,7 +352,7 @@ def _sweeps_bwd(dy, dhT, x, dtla, A, B, C, D, z, dt_bias, h0, seq_idx, has_dt, d
                 if T > 0:
                     for opts in rev_opts:
                         launch(K.ssd_bwd_revsweep_kernel, grid, *ins, o(seq_idx),
-                               dy if dyz is None else dyz, o(_from(dhT, c0)),
+                               dy, o(_from(dhT, c0)),
                                o(_from(carry, c0)), dec, etot, states, w, dx, dB_j,
                                _from(ddt, j * npb * b * T * h),
                                grads.sums_of(j, k), o(_from(dh0, c0)),
@@ -360,6 +368,19 @@ def _sweeps_bwd(dy, dhT, x, dtla, A, B, C, D, z, dt_bias, h0, seq_idx, has_dt, d
     ddt = ddt[0] if ddt.shape[0] == 1 else ddt.sum(0)
     dCB, sums, dD = grads.totals()
     return dx, dz, ddt, sums if has_dt else None, dCB, dD, dh0
+
+
+def _gate_bwd(do, z, yu, ak):
+    """``(dy, dz)``: the sweeps' dy ``do silu(z)`` (yu's dtype) and z's gradient, from the
+    cotangent ``do`` of the gated output, z and the forward's ungated output ``yu``
+    (:func:`.gate.ssd_gate_bwd_kernel`; contiguous, one shape); ``ak`` the call's fastlaunch
+    argument key."""
+    dy, dz = torch.empty_like(yu), torch.empty_like(z)
+    numel = yu.numel()
+    if numel:
+        launch(ssd_gate_bwd_kernel, (_cdiv(numel, BLOCK),), do, z, yu, dy, dz, numel,
+               arg_key=ak, opts=gate_options(yu.dtype))
+    return dy, dz
 
 
 class _GradBuffers:
@@ -422,12 +443,13 @@ class _GradBuffers:
 
 
 def _bwd(dy, dhT, x, dtla, A, B, C, D, z, dt_bias, h0, seq_idx, has_dt, dt_softplus,
-         chunk_size, fp32_states, decays=None, ckpt=None):
+         chunk_size, fp32_states, decays=None, ckpt=None, yu=None):
     """The gradients of every input, in the op's order (None for the absent ones); ``ckpt``
-    the forward's checkpoints (:func:`_fwd`), needed where the backward runs in spans."""
+    the forward's checkpoints (:func:`_fwd`), needed where the backward runs in spans,
+    ``yu`` its ungated y, needed with z."""
     dx, dz, ddt, sums, dCB, dD, dh0 = _sweeps_bwd(
         dy, dhT, x, dtla, A, B, C, D, z, dt_bias, h0, seq_idx, has_dt, dt_softplus,
-        chunk_size, h0 is not None, fp32_states, decays, ckpt)
+        chunk_size, h0 is not None, fp32_states, decays, ckpt, yu)
     # the kernels applied the chain rule of the clamp, dt -> dt A and the softplus
     dA = ddtb = None
     if has_dt:

@@ -16,6 +16,7 @@ from . import kernels as K
 from .config import _cdiv, _interpret, _pow2, pick_config
 from .decays import CLAMP
 from .fastlaunch import launch
+from .gate import fast_sigmoid
 from .launch import _bwd, _checkpoints_shape, _device_ctx, _dummy, _fwd
 
 __all__ = ["ssd", "ssd_decode_step", "supports_reason", "pick_config"]
@@ -124,12 +125,13 @@ def _op_fwd(x: torch.Tensor, dtla: torch.Tensor, A: Optional[torch.Tensor], B: t
             dt_bias: Optional[torch.Tensor], h0: Optional[torch.Tensor],
             seq_idx: Optional[torch.Tensor], has_dt: bool, dt_softplus: bool,
             chunk_size: int, fp32_states: bool) -> tuple[torch.Tensor, torch.Tensor,
-                                                         torch.Tensor]:
-    """``(y, final state, checkpoints)``: the last for the backward (:func:`.launch._fwd`);
-    fp32_states too (setup_context keeps it): the forward's state is fp32."""
-    y, hT, _, ckpt = _fwd(x, dtla, A, B, C, D, z, dt_bias, h0, seq_idx, has_dt, dt_softplus,
-                          chunk_size, checkpoints=True)
-    return y, hT, ckpt
+                                                         torch.Tensor, torch.Tensor]:
+    """``(y, final state, checkpoints, ungated y)``: the last two for the backward
+    (:func:`.launch._fwd`; the ungated y empty without z); fp32_states too (setup_context
+    keeps it): the forward's state is fp32."""
+    y, hT, _, ckpt, yu = _fwd(x, dtla, A, B, C, D, z, dt_bias, h0, seq_idx, has_dt,
+                              dt_softplus, chunk_size, checkpoints=True)
+    return y, hT, ckpt, yu if yu is not None else x.new_empty(0)
 
 
 @_op_fwd.register_fake
@@ -139,7 +141,8 @@ def _(x, dtla, A, B, C, D, z, dt_bias, h0, seq_idx, has_dt, dt_softplus, chunk_s
     n = B.shape[-1]
     ckpt = x.new_empty(*_checkpoints_shape(b, T, h, p, n, chunk_size, x.dtype),
                        dtype=torch.float32)
-    return torch.empty_like(x), x.new_empty(b, h, p, n, dtype=torch.float32), ckpt
+    yu = torch.empty_like(x) if z is not None else x.new_empty(0)
+    return torch.empty_like(x), x.new_empty(b, h, p, n, dtype=torch.float32), ckpt, yu
 
 
 def _unaliased(outs, ref):
@@ -165,15 +168,16 @@ def _op_bwd(dy: torch.Tensor, dhT: Optional[torch.Tensor], x: torch.Tensor, dtla
             D: Optional[torch.Tensor], z: Optional[torch.Tensor],
             dt_bias: Optional[torch.Tensor], h0: Optional[torch.Tensor],
             seq_idx: Optional[torch.Tensor], has_dt: bool, dt_softplus: bool,
-            chunk_size: int, fp32_states: bool, ckpt: torch.Tensor) -> list[torch.Tensor]:
+            chunk_size: int, fp32_states: bool, ckpt: torch.Tensor,
+            yu: Optional[torch.Tensor]) -> list[torch.Tensor]:
     outs = _bwd(dy, dhT, x, dtla, A, B, C, D, z, dt_bias, h0, seq_idx, has_dt, dt_softplus,
-                chunk_size, fp32_states, ckpt=ckpt)
+                chunk_size, fp32_states, ckpt=ckpt, yu=yu)
     return _unaliased(outs, x)
 
 
 @_op_bwd.register_fake
 def _(dy, dhT, x, dtla, A, B, C, D, z, dt_bias, h0, seq_idx, has_dt, dt_softplus, chunk_size,
-      fp32_states, ckpt):
+      fp32_states, ckpt, yu):
     e = x.new_empty(0)
     return [torch.empty_like(x), torch.empty_like(dtla),
             torch.empty_like(A) if has_dt else e, torch.empty_like(B), torch.empty_like(C),
@@ -183,23 +187,25 @@ def _(dy, dhT, x, dtla, A, B, C, D, z, dt_bias, h0, seq_idx, has_dt, dt_softplus
             torch.empty_like(h0) if h0 is not None else e]
 
 
-def _save(ctx, inputs, ckpt):
+def _save(ctx, inputs, ckpt, yu):
     (x, dtla, A, B, C, D, z, dt_bias, h0, seq_idx, has_dt, dt_softplus, chunk_size,
      fp32_states) = inputs
-    ctx.save_for_backward(x, dtla, A, B, C, D, z, dt_bias, h0, seq_idx, ckpt)
+    ctx.save_for_backward(x, dtla, A, B, C, D, z, dt_bias, h0, seq_idx, ckpt,
+                          yu if z is not None else None)
     ctx.flags = (has_dt, dt_softplus, chunk_size, fp32_states)
 
 
 def _input_grads(ctx, dy, dhT, bwd):
     """The gradients of the op's 14 inputs from ``bwd`` (the raw :func:`_bwd` in eager mode,
-    the ``ssd_chunked_bwd`` op under torch.compile), given the forward's checkpoints."""
-    x, dtla, A, B, C, D, z, dt_bias, h0, seq_idx, ckpt = ctx.saved_tensors
+    the ``ssd_chunked_bwd`` op under torch.compile), given the forward's checkpoints and
+    ungated y."""
+    x, dtla, A, B, C, D, z, dt_bias, h0, seq_idx, ckpt, yu = ctx.saved_tensors
     has_dt, dt_softplus, chunk_size, fp32_states = ctx.flags
     if dy is None:
         dy = torch.zeros_like(x)
     dx, ddtla, dA, dB, dC, dD, dz, ddtb, dh0 = bwd(
         dy, dhT, x, dtla, A, B, C, D, z, dt_bias, h0, seq_idx, has_dt, dt_softplus, chunk_size,
-        fp32_states, ckpt=ckpt)
+        fp32_states, ckpt=ckpt, yu=yu)
     nz = lambda g, ref: g if ref is not None else None  # noqa: E731
     return (dx, ddtla, dA if has_dt else None, dB, dC, nz(dD, D), nz(dz, z),
             ddtb if (has_dt and dt_bias is not None) else None, nz(dh0, h0), None, None, None,
@@ -207,10 +213,10 @@ def _input_grads(ctx, dy, dhT, bwd):
 
 
 def _setup(ctx, inputs, output):
-    _save(ctx, inputs, output[2])
+    _save(ctx, inputs, output[2], output[3])
 
 
-def _backward(ctx, dy, dhT, dckpt):
+def _backward(ctx, dy, dhT, dckpt, dyu):
     return _input_grads(ctx, dy, dhT, _op_bwd)
 
 
@@ -226,8 +232,8 @@ class _EagerSSD(torch.autograd.Function):
     def forward(ctx, *inputs):
         ctx.set_materialize_grads(False)
         grad = any(ctx.needs_input_grad)
-        y, hT, ctx.decays, ckpt = _fwd(*inputs[:-1], for_grad=grad, checkpoints=grad)
-        _save(ctx, inputs, ckpt)    # after the launches: host time the GPU need not wait for
+        y, hT, ctx.decays, ckpt, yu = _fwd(*inputs[:-1], for_grad=grad, checkpoints=grad)
+        _save(ctx, inputs, ckpt, yu)    # after the launches: host time the GPU need not wait for
         return y, hT
 
     @staticmethod
@@ -312,5 +318,5 @@ def ssd_decode_step(state, x, B, C, *, log_a=None, dt=None, A=None, D=None, z=No
             h, g, p, n,
             HAS_DT=has_dt, DT_SOFTPLUS=bool(dt_softplus), HAS_DTB=dt_bias is not None,
             HAS_D=D is not None, D_PER_P=D is not None and D.dim() == 2, HAS_Z=z is not None,
-            BP=BP, BN=BN, CLAMP_C=CLAMP)
+            BP=BP, BN=BN, CLAMP_C=CLAMP, FAST_GATE=fast_sigmoid(x.dtype))
     return y
