@@ -58,7 +58,8 @@ common_flags = dict(FACTORED=bool(opts.get("factored", 1)), HAS_DT=True, DT_SOFT
                     PREC="tf32", CLAMP_C=decays.CLAMP, PRE=bool(opts.get("pre", 0)),
                     FACTOR=bool(opts.get("factor", 1)), FAST=True, ATOMIC=bool(opts.get("atomic", 0)),
                     EVEN=bool(opts.get("even", 1)), UNROLL=1, STATE_T=True)
-FEATURES = dict(HAS_DTB=True, DT_SOFTPLUS=True, D_PER_P=True, HAS_Z=True, HAS_SEQ=True,
+FEATURES = dict(HAS_DTB=True, DT_SOFTPLUS=True, D_PER_P=True, HAS_Z=True, STORE_YU=True,
+                FAST_GATE=True, HAS_SEQ=True,
                 HAS_H0=True, HAS_DHT=True, STORE_DH0=True)
 if opts.get("full"):
     common_flags.update(FEATURES)
