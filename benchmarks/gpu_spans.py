@@ -6,9 +6,12 @@ reference and (bf16) against the same call in one span and one block
 first four cases run the whole state (``NB=0``, so in spans at n > 64), the last four the
 default blocks of 64 columns (in one span each).
 
-    python benchmarks/gpu_spans.py [CASE ...]  # one line per check; exit status 1 on a miss
+    python benchmarks/gpu_spans.py [CASE ...] [mamba]  # one line per check; exit 1 on a miss
 
-CASE: indices into the case list (default: all).
+CASE: indices into the case list (default: all). ``mamba``: also mamba_ssm's
+``mamba_chunk_scan_combined`` on the same inputs (chunks of 256; its own semantics of every
+extra), its error against the same float64 reference printed beside ours (a calibration of
+the tolerance for bf16, not a check).
 """
 
 from __future__ import annotations
@@ -20,7 +23,7 @@ import time
 import torch
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-from gpu_ssd import make_inputs, rel  # noqa: E402
+from gpu_ssd import load_mamba, make_inputs, rel  # noqa: E402
 
 NAMES = ["y", "final", "dx", "ddt", "dA", "dB", "dC", "dD", "dz", "ddt_bias", "dh0"]
 
@@ -53,8 +56,24 @@ def grads(ssd_fn, ins, kw, gy, gs):
     return [y, hT, *[None if t is None else next(got) for t in ins]]
 
 
-def main(picked):
+def mamba_grads(mamba, ins, kw, gy, gs):
+    """:func:`grads` of mamba_ssm's chunked SSD (its outputs in our order), or None where it
+    refuses the call (printed)."""
+    def fn(x, _, B, C, *, dt, A, D, z, dt_bias, initial_state, seq_idx, dt_softplus,
+           return_final_state):
+        return mamba(x, dt, A, B, C, chunk_size=256, D=D, z=z, dt_bias=dt_bias,
+                     initial_states=initial_state, seq_idx=seq_idx, dt_softplus=dt_softplus,
+                     return_final_states=True)
+    try:
+        return grads(fn, ins, kw, gy, gs)
+    except Exception as e:   # noqa: BLE001 (a calibration: report and go on)
+        print(f"  mamba_ssm refused the call: {type(e).__name__}: {str(e)[:160]}")
+        return None
+
+
+def main(picked, with_mamba=False):
     from semisep.backends.triton import config, naive, ssd
+    mamba = load_mamba() if with_mamba else None
     ok = True
     cases = [   # (dtype, tolerance, shape, deterministic, the whole state)
         (torch.bfloat16, 5e-3, (2, 3000, 8, 64, 2, 128), False, True),
@@ -95,11 +114,12 @@ def main(picked):
         torch.use_deterministic_algorithms(False)
         want = grads(lambda *a, return_final_state, **k: naive.ssd_reference_chunked(*a, **k),
                      ins, kw, gy, gs)
+        theirs = mamba_grads(mamba, ins, kw, gy, gs) if mamba is not None else None
         tag = (f"{str(dtype)[6:]} {shape} {'deterministic' if det else 'atomic'}"
                f"{' whole state' if whole else ''}")
         print(f"{tag}: {-(-n // nb)} blocks of {nb} columns, spans of {steps} steps "
               f"({-(-T // steps) if steps else 1})")
-        for nm, s, o, w in zip(NAMES, spanned, one, want):
+        for i, (nm, s, o, w) in enumerate(zip(NAMES, spanned, one, want)):
             if s is None:
                 continue
             e_ref, e_one = rel(s, w), (0.0 if o is None else rel(s, o))
@@ -109,6 +129,8 @@ def main(picked):
             good = e_ref <= tol and e_one <= near and bool(torch.isfinite(s).all())
             ok &= good
             against = "" if o is None else f", {e_one:.2e} against one span and block"
+            if theirs is not None and theirs[i] is not None:
+                against += f"; mamba_ssm {rel(theirs[i], w):.2e} against float64"
             print(f"  {'ok ' if good else 'BAD'} {nm}: {e_ref:.2e} against float64 (tol "
                   f"{tol:.0e}){against}")
     print("all ok" if ok else "FAILED")
@@ -116,4 +138,5 @@ def main(picked):
 
 
 if __name__ == "__main__":
-    sys.exit(main({int(a) for a in sys.argv[1:]}))
+    args = sys.argv[1:]
+    sys.exit(main({int(a) for a in args if a != "mamba"}, "mamba" in args))
