@@ -57,3 +57,22 @@ def test_backward_with_z_needs_the_ungated_y():
     with pytest.raises(RuntimeError, match="needs the forward's ungated y"):
         L._bwd(torch.ones_like(x), None, x, la, None, B, B, None, z, None, None, None, False,
                False, 16, False)
+
+
+def test_empty_sequence_with_z():
+    """T = 0 with z, D and h0: empty outputs, the final state is h0 and its gradient reaches
+    h0; the rest are empty or zero (no launch)."""
+    from semisep.backends.triton import ssd
+    gen = torch.Generator().manual_seed(5)
+    b, h, p, n = 2, 2, 8, 16
+    x, z = torch.randn(b, 0, h, p, requires_grad=True), torch.randn(b, 0, h, p, requires_grad=True)
+    dt, A = torch.rand(b, 0, h, requires_grad=True), -torch.rand(h, generator=gen)
+    B = torch.randn(b, 0, 1, n, requires_grad=True)
+    h0 = torch.randn(b, h, p, n, generator=gen).requires_grad_(True)
+    D = torch.randn(h, generator=gen).requires_grad_(True)
+    y, hT = ssd(x, None, B, B, dt=dt, A=A.requires_grad_(True), D=D, z=z, initial_state=h0,
+                return_final_state=True)
+    assert y.shape == x.shape and torch.equal(hT, h0)
+    gx, gz, gA, gD, gh0 = torch.autograd.grad((hT * 2).sum(), (x, z, A, D, h0))
+    assert gx.shape == x.shape and gz.shape == z.shape
+    assert not gA.any() and not gD.any() and torch.equal(gh0, torch.full_like(h0, 2.0))
