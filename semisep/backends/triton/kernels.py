@@ -118,8 +118,8 @@ def ssd_fwd_kernel(
     """The forward sweep. With z and ``STORE_YU`` the ungated y (D's term included) goes to
     ``yu`` too, in x's dtype: the backward's dz (``dy y silu'(z)``) takes it rather than
     recomputing y (H200 s16-1: z cost the n = 64 backward 2.4 ms at 16K); FAST_GATE: the
-    approximate sigmoid (:func:`.gate._sigmoid`). UNROLL: chunks per loop iteration (an experiment: more independent
-    work in view of the scheduler, benchmarks/NOTES.md).
+    approximate sigmoid (:func:`.gate._sigmoid`). UNROLL: chunks per loop iteration (an
+    experiment: more independent work in view of the scheduler, benchmarks/NOTES.md).
 
     FAST (needs PRE): the kernel is launched twice, FACTORED and not, and each program runs
     in the launch that matches whether every chunk of its (b, h) decays by more than
@@ -437,9 +437,9 @@ def ssd_bwd_revsweep_kernel(
     or d h0 for span 0); else over the whole call, the span arguments unread. dx, dB, d h0
     and the gradient of the raw dt (or log_a), each partial over p-blocks; with ``ACC_DX``
     dx is added to what ``dx_ptr`` holds (a block of the state's columns after the first).
-    ``dy`` is the gradient of the SSD's own output: with z, ``dy silu(z)``, which the forward
-    sweep of the first block wrote (``dyz``), so that the dots here take a loaded tile (the gate computed
-    here cost this loop 1713 of its 3220 instructions, Triton 3.6 proxy).
+    ``dy`` is the gradient of the SSD's own output: with z, ``dy silu(z)`` from the gate pass
+    (:mod:`.gate`), so that the dots here take a loaded tile (the gate computed here cost this
+    loop 1713 of its 3220 instructions, Triton 3.6 proxy).
     FAST, FACTORED, ONE_LAUNCH, WIDE: as in :func:`ssd_bwd_fwdsweep_kernel`; E_ON_C: the chunk
     decays ``e_in`` scale C rather than dy in ``dy^T diag(e_in) C`` and its relatives (the same
     products; chosen where C's tile is not larger than dy's).
