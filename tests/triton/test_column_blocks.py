@@ -121,10 +121,10 @@ def test_column_blocks_give_the_whole_backward(T, n, nb, span, use_dt, extras, f
             assert rel(s, torch.nan_to_num(w, nan=0.0)) < 2e-5, nm
 
 
-def test_z_gradient_is_the_blocks_sum(monkeypatch):
-    """With z: ``dz = dy silu'(z) y`` is linear in y, so each block's forward sweep adds its
-    columns' part (``ACC_DZ``); blocks of 8 of n = 24 (three) against one block and against
-    float64, with D (its part of y in the first block only)."""
+def test_z_with_blocks(monkeypatch):
+    """With z every block takes the gated dy of the gate pass, and dz comes from the
+    forward's ungated y (D's term in it): blocks of 8 of n = 24 (three) against one block and
+    against float64."""
     gen = torch.Generator().manual_seed(5)
     b, T, h, p, n = 1, 40, 2, 8, 24
     r = lambda *s: torch.randn(*s, generator=gen)  # noqa: E731

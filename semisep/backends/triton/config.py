@@ -120,8 +120,8 @@ def state_block(p: int, n: int, chunk_size: Optional[int], dtype) -> int:
     the state, h0, its final state split alike), ``y = ssd(x, B_1, C_1) + ssd(x, B_2, C_2)``,
     the intra-chunk ``C B^T`` being the blocks' sum too. So the gradients of x, of the raw dt
     (or log_a), of A and dt_bias are the blocks' sums, those of B, C and h0 their columns
-    side by side. The gate's gradient ``dz = dy silu'(z) y`` is linear in y too, so it is the
-    blocks' sum as well (each block's forward sweep recomputes its own part of y). Blocks of
+    side by side. With z the blocks take the gated dy of one pass before them
+    (:mod:`.gate`, from the forward's ungated y), and dz comes from that pass. Blocks of
     64 run the kernels' n = 64 configuration (chunks of 64, one span, no spills): N = 128 is
     two n = 64 backwards, which redo the intra-chunk products with x and dy but take 24 %
     less time than one n = 128 backward in spans (H200 at T = 16K: 6.26 ms against 8.29;
