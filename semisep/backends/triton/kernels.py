@@ -154,8 +154,9 @@ def ssd_fwd_kernel(
             offs_q, offs_p, offs_n = _offsets(pid_p, Q, BP, BN)
             dtype = x_ptr.dtype.element_ty
 
-            x_base, y_base, z_base, B_base, C_base = _io_starts(
-                x_ptr, y_ptr, z_ptr, B_ptr, C_ptr, b64, h, grp, T, H, G, P, N)
+            x_base, y_base, B_base, C_base = _io_starts(x_ptr, y_ptr, B_ptr, C_ptr, b64, h,
+                                                        grp, T, H, G, P, N)
+            z_base = _start(z_ptr, b64, h, T, H, P)
             yu_base = _start(yu_ptr, b64, h, T, H, P)
             st_off, st_mask = _state_tile(b64, h, H, P, N, N, offs_p, offs_n, STATE_T)
 
@@ -311,9 +312,8 @@ def ssd_bwd_fwdsweep_kernel(
             mask_p = offs_p < P
             dtype = x_ptr.dtype.element_ty
 
-            # (no z: the third start is unused; `_` is taken by the loop)
-            x_base, dy_base, _dy, B_base, C_base = _io_starts(
-                x_ptr, dy_ptr, dy_ptr, B_ptr, C_ptr, b64, h, grp, T, H, G, P, NS)
+            x_base, dy_base, B_base, C_base = _io_starts(x_ptr, dy_ptr, B_ptr, C_ptr, b64, h,
+                                                         grp, T, H, G, P, NS)
             dC_base, dC_rs = _grad_rows(dC_ptr, pid_p, b64, h, grp, T, H, G, NS, ATOMIC)
             w_base = w_ptr + _slot(pid_p, pid_bh) * T
             st_off, st_mask = _state_tile(b64, h, H, P, N, NS, offs_p, offs_n)
@@ -468,9 +468,9 @@ def ssd_bwd_revsweep_kernel(
             offs_q, offs_p, offs_n = _offsets(pid_p, Q, BP, BN)
             dtype = x_ptr.dtype.element_ty
 
-            # no z: dy is the gated one where the call has z (the forward sweep's dyz)
-            x_base, dy_base, _, B_base, C_base = _io_starts(x_ptr, dy_ptr, dy_ptr, B_ptr, C_ptr,
-                                                            b64, h, grp, T, H, G, P, NS)
+            # no z: dy is the gated one where the call has z (the gate pass made it)
+            x_base, dy_base, B_base, C_base = _io_starts(x_ptr, dy_ptr, B_ptr, C_ptr, b64, h,
+                                                         grp, T, H, G, P, NS)
             dx_base = _start(dx_ptr, b64, h, T, H, P)
             dB_base, dB_rs = _grad_rows(dB_ptr, pid_p, b64, h, grp, T, H, G, NS, ATOMIC)
             w_base = w_ptr + _slot(pid_p, pid_bh) * T

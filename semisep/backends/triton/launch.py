@@ -86,8 +86,8 @@ def _fwd_plan(b, T, h, p, g, n, dtype, has_dt, dt_softplus, has_dtb, D_dim, has_
         ONE_LAUNCH=one, EVEN=_even(cfg, T, p, n), UNROLL=cfg.get("UNROLL", 1),
         STATE_T=bool(cfg["STATE_T"]), GRAM=gram and (factored or one),
         WIDE=gram and _wide(nc * Q ** 2), EXACT_STAGES=cfg.get("EXACT_STAGES", 0),
-        SPANS=spans > 1, STORE_YU=has_z and checkpoints, FAST_GATE=fast_sigmoid(dtype),
-        **_launch_opts(cfg))
+        SPANS=spans > 1, STORE_YU=has_z and checkpoints,
+        FAST_GATE=has_z and fast_sigmoid(dtype), **_launch_opts(cfg))
         for factored, one in _launches(fast, b * h * T * cfg["BN"])]
     return Q, (_cdiv(p, cfg["BP"]), b * h), pre, dec_opts, gram_opts, fwd_opts, spans, per
 

@@ -318,5 +318,5 @@ def ssd_decode_step(state, x, B, C, *, log_a=None, dt=None, A=None, D=None, z=No
             h, g, p, n,
             HAS_DT=has_dt, DT_SOFTPLUS=bool(dt_softplus), HAS_DTB=dt_bias is not None,
             HAS_D=D is not None, D_PER_P=D is not None and D.dim() == 2, HAS_Z=z is not None,
-            BP=BP, BN=BN, CLAMP_C=CLAMP, FAST_GATE=fast_sigmoid(x.dtype))
+            BP=BP, BN=BN, CLAMP_C=CLAMP, FAST_GATE=z is not None and fast_sigmoid(x.dtype))
     return y

@@ -72,12 +72,11 @@ def _start(ptr, b64, i, T, W, D):
 
 
 @triton.jit
-def _io_starts(x_ptr, o_ptr, z_ptr, B_ptr, C_ptr, b64, h, grp, T, H, G, P, NS):
-    """:func:`_start` of (b, h) in x, in a second (b, T, H, P) array ``o`` (y, or dy), in z,
-    and of (b, its group) in B and C (rows of NS columns): the inputs every sweep walks."""
+def _io_starts(x_ptr, o_ptr, B_ptr, C_ptr, b64, h, grp, T, H, G, P, NS):
+    """:func:`_start` of (b, h) in x and in a second (b, T, H, P) array ``o`` (y, or dy), and
+    of (b, its group) in B and C (rows of NS columns): the inputs every sweep walks."""
     return (_start(x_ptr, b64, h, T, H, P), _start(o_ptr, b64, h, T, H, P),
-            _start(z_ptr, b64, h, T, H, P), _start(B_ptr, b64, grp, T, G, NS),
-            _start(C_ptr, b64, grp, T, G, NS))
+            _start(B_ptr, b64, grp, T, G, NS), _start(C_ptr, b64, grp, T, G, NS))
 
 
 @triton.jit
