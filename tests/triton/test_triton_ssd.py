@@ -141,9 +141,11 @@ def _assert_even(T, p, n, Q, even):
 @pytest.mark.parametrize("T,p,bp,even", [
     (37, 8, 16, False), (48, 16, 16, True), (48, 32, 16, True), (64, 16, 16, True)])
 @pytest.mark.parametrize("pre,deterministic", [("1", False), ("0", True)])
-def test_backward_all_inputs(monkeypatch, pre, deterministic, T, p, bp, even):
+@pytest.mark.parametrize("D_shape", ["h", "hp"])
+def test_backward_all_inputs(monkeypatch, pre, deterministic, T, p, bp, even, D_shape):
     # deterministic: dB, dC from per-head partials instead of atomic adds; p = 32 in blocks
-    # of 16: two programs per head, whose partial gradients (dB, dC, dt, dA, ...) add up
+    # of 16: two programs per head, whose partial gradients (dB, dC, dt, dA, D ...) add up;
+    # D one per head (its gradient summed over p by the program) or per (head, p)
     monkeypatch.setattr(torch, "are_deterministic_algorithms_enabled", lambda: deterministic)
     monkeypatch.setenv("SEMISEP_TRITON_PRE_DECAYS", pre)
     monkeypatch.setenv("SEMISEP_TRITON_FWD", f"BP={bp}")
@@ -151,8 +153,9 @@ def test_backward_all_inputs(monkeypatch, pre, deterministic, T, p, bp, even):
     _assert_even(T, p, 16, 16, even)
     d = make(T=T, p=p)
     seq = torch.tensor([[0] * 20 + [1] * (T - 20), [0] * T], dtype=torch.int32)
-    ins = dict(x=d["x"], dt=d["dt"], A=d["A"], B=d["B"], C=d["C"], D=d["D"], z=d["z"],
-               dt_bias=d["dtb"], initial_state=d["h0"])
+    ins = dict(x=d["x"], dt=d["dt"], A=d["A"], B=d["B"], C=d["C"],
+               D=d["D"] if D_shape == "h" else d["Dp"], z=d["z"], dt_bias=d["dtb"],
+               initial_state=d["h0"])
     ins = {k: v.clone().requires_grad_(True) for k, v in ins.items()}
     x, B, C = ins.pop("x"), ins.pop("B"), ins.pop("C")
     y, hT = ssd(x, None, B, C, dt_softplus=True, seq_idx=seq, chunk_size=16,

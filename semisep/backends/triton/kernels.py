@@ -89,6 +89,16 @@ def _kahan_add(total, err, v):
     return t, (t - total) - y
 
 
+@triton.jit
+def _dD_terms(dy, x, D_PER_P: tl.constexpr):
+    """A chunk's terms of dD = sum_t dy_t x_t: per p (D_PER_P; a sum over the chunk's rows),
+    else per row (the sums over p; the caller adds them up after its loop). A sum over the
+    rows of a tile crosses the warps through shared memory each chunk, a sum over each row's
+    p stays within a warp: Triton 3.6 proxy, forward sweep 1587 -> 1439 instructions a
+    chunk, 72 -> 0 B of stack (benchmarks/NOTES.md s17)."""
+    return tl.sum(dy.to(tl.float32) * x.to(tl.float32), axis=0 if D_PER_P else 1)
+
+
 @triton.constexpr_function
 def _stages(F, EXACT_STAGES):
     """The chunk loop's pipeline stages: the launch's (None), or for the exact loop (F = 0)
@@ -327,7 +337,7 @@ def ssd_bwd_fwdsweep_kernel(
                 S += tl.load(h0_ptr + st_off, mask=_when(st_mask, k, 1),
                              other=0.0).to(tl.float32)
             if HAS_D:
-                dD_acc = tl.zeros((BP,), dtype=tl.float32)
+                dD_acc = tl.zeros((BP,) if D_PER_P else (Q,), dtype=tl.float32)
 
             for c in tl.range(C0, C1, num_stages=_stages(F, EXACT_STAGES)):
                 t = c * Q + offs_q.to(tl.int64)
@@ -379,7 +389,7 @@ def ssd_bwd_fwdsweep_kernel(
                     M = tl.dot(dyt, tl.trans(xs), input_precision=PREC)
                     Ml = (M * L).to(dtype)
                 if HAS_D and not NARROW:
-                    dD_acc += tl.sum(dyt.to(tl.float32) * x.to(tl.float32), axis=0)
+                    dD_acc += _dD_terms(dyt, x, D_PER_P)
                 if F:
                     Pm = tl.where(_lower(offs_q, seg, HAS_SEQ, True), Gm * Mu, 0.0) * e_w[:, None]
                 else:
@@ -392,7 +402,7 @@ def ssd_bwd_fwdsweep_kernel(
                 # at t
                 r1off = tl.sum(dCs * Ct.to(tl.float32), axis=1) * e_in
                 if HAS_D and NARROW:
-                    dD_acc += tl.sum(dyt.to(tl.float32) * x.to(tl.float32), axis=0)
+                    dD_acc += _dD_terms(dyt, x, D_PER_P)
                 _st(w_base + t, r1off + rowP - colP, mask_t, EVEN)
                 if not NARROW:
                     S = _bwd_state_step(S, us, to_end, e_tot, Bt, STEP_F, PREC)
@@ -410,8 +420,13 @@ def ssd_bwd_fwdsweep_kernel(
                         tl.atomic_add(dD_ptr + h * P + offs_p, dD_acc, mask=mask_p, sem="relaxed")
                     else:
                         tl.atomic_add(dD_ptr + h, tl.sum(dD_acc, axis=0), sem="relaxed")
-                else:
+                elif D_PER_P:
                     tl.store(dD_ptr + (b64 * H + h) * P + offs_p, dD_acc, mask=mask_p)
+                else:
+                    # the program's total in the first slot of its p-block, zeros in the others
+                    tl.store(dD_ptr + (b64 * H + h) * P + offs_p,
+                             tl.where(offs_p == pid_p * BP, tl.sum(dD_acc, axis=0), 0.0),
+                             mask=mask_p)
 
 
 @triton.jit
