@@ -61,14 +61,8 @@ def ssd_gate_bwd_kernel(do_ptr, z_ptr, yu_ptr, dy_ptr, dz_ptr, numel, BLOCK: tl.
              mask=mask)
 
 
-_OPTIONS: dict = {}
-
-
 def gate_options(dtype):
-    """The gate kernel's :class:`.fastlaunch.Options` for ungated outputs of ``dtype``."""
-    key = (dtype, _interpret())
-    opts = _OPTIONS.get(key)
-    if opts is None:
-        launch_opts = {} if key[1] else dict(num_warps=8)
-        opts = _OPTIONS[key] = Options(BLOCK=BLOCK, FAST=fast_sigmoid(dtype), **launch_opts)
-    return opts
+    """The gate kernel's :class:`.fastlaunch.Options` for ungated outputs of ``dtype`` (the
+    launchers cache it as a launch plan, :func:`.launch._plan`)."""
+    launch_opts = {} if _interpret() else dict(num_warps=8)
+    return Options(BLOCK=BLOCK, FAST=fast_sigmoid(dtype), **launch_opts)

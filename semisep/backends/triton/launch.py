@@ -379,7 +379,7 @@ def _gate_bwd(do, z, yu, ak):
     numel = yu.numel()
     if numel:
         launch(ssd_gate_bwd_kernel, (_cdiv(numel, BLOCK),), do, z, yu, dy, dz, numel,
-               arg_key=ak, opts=gate_options(yu.dtype))
+               arg_key=ak, opts=_plan(gate_options, yu.dtype))
     return dy, dz
 
 
