@@ -81,7 +81,9 @@ def pick_config(p: int, n: int, chunk_size: Optional[int], dtype, kind: str = "f
     state carried as (n, p), see
     :func:`kernels.ssd_fwd_kernel`; the default for n <= 64 and for p in blocks under 64), for
     the backward ``fwd_sweep_stages`` (``num_stages`` is the reverse sweep's) and ``E_ON_C``
-    (:func:`kernels.ssd_bwd_revsweep_kernel`), for both ``EXACT_STAGES`` (the exact loop's
+    (:func:`kernels.ssd_bwd_revsweep_kernel`), for both ``PREFETCH`` (1: the forward's and the
+    backward forward sweep's chunk decays loaded a chunk ahead, with the pre-pass) and
+    ``EXACT_STAGES`` (the exact loop's
     pipeline stages, e.g. ``1`` beside a one-launch kernel's factored loop,
     :func:`kernels._stages`). The launchers call it when they build a launch
     plan (:func:`.launch._plan`), not per call.
@@ -97,10 +99,13 @@ def _default_config(p: int, n: int, chunk_size: Optional[int], kind: str) -> dic
         Q = chunk_size
     else:
         Q = 64 if BN <= 64 else 32
-    cfg = dict(Q=Q, BP=BP, BN=BN, num_warps=4)
+    # PREFETCH: the chunk decays that scale results loaded a chunk ahead (decays._e_ahead;
+    # H200 s18-3 at T = 16K: N = 64 forward 0.672 -> 0.650 ms, the backward's forward sweep
+    # -1.5 % at N = 64 and 128; the N = 128 forward +4 %, so not there)
+    cfg = dict(Q=Q, BP=BP, BN=BN, num_warps=4, PREFETCH=1)
     if kind == "fwd":
         # 3 stages: the forward's loads run further ahead (H200 run 9: -10 % at T = 16K)
-        cfg.update(num_stages=3, STATE_T=int(BN <= 64 or BP < 64))
+        cfg.update(num_stages=3, STATE_T=int(BN <= 64 or BP < 64), PREFETCH=int(BN <= 64))
     else:
         # the backward's forward sweep with 3 stages, its reverse sweep with 2 (H200 s7-1 at
         # T = 16K: 1.466 -> 1.339 ms and 1.862 -> 1.935 ms with 3 stages, which spill there);

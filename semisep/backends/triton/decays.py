@@ -118,6 +118,20 @@ def _decays_all(PRE: tl.constexpr, dec_ptr, etot_ptr, BH, NC, c,
 
 
 @triton.jit
+def _e_ahead(dec_ptr, etot_ptr, BH, NC, c, b64, h, H, offs_q):
+    """``(e_in, e_tot)`` of chunk ``min(c, NC - 1)`` from the pre-pass, for a sweep to load one
+    chunk ahead (``PREFETCH``; the clamp keeps the load past the last chunk, whose values go
+    unused, in bounds without a mask): Triton 3.6 copies ahead only the loads that feed a
+    dot, and these two scale results (H200 ncu s18-2: the forward sweep of the backward
+    waited 13 % of its samples on them)."""
+    Q: tl.constexpr = offs_q.shape[0]
+    c = tl.minimum(c, NC - 1)
+    e_in = tl.load(dec_ptr + (3 * BH + b64 * H + h) * (NC * Q) + c * Q + offs_q.to(tl.int64))
+    e_tot = tl.load(etot_ptr + (b64 * H + h) * NC + c)
+    return e_in, e_tot
+
+
+@triton.jit
 def _exps(la2, hi, lo, tot):
     """``(e_in, to_end, e_tot, inv)`` of :func:`_decays_all` from :func:`_chunk_decays`'s
     log2-decays, their prefix sums ``hi + lo`` and the chunk's sum ``tot``."""

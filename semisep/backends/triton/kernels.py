@@ -73,8 +73,8 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
-from .decays import (_decays_all, _dt_grad_factors, _factorable, _L_tile, _leaving, _lower,
-                     _runs, _seg0, _segments, _softplus)
+from .decays import (_decays_all, _dt_grad_factors, _e_ahead, _factorable, _L_tile, _leaving,
+                     _lower, _runs, _seg0, _segments, _softplus)
 from .gate import _sigmoid
 from .tiles import (_chunk_inputs, _grad_rows, _io_starts, _ld, _load_D, _offsets, _plus_D,
                     _program, _put_grad, _slot, _slot_offset, _st, _start, _state_nt,
@@ -123,12 +123,16 @@ def ssd_fwd_kernel(
     UNROLL: tl.constexpr = 1, STATE_T: tl.constexpr = True, GRAM: tl.constexpr = False,
     WIDE: tl.constexpr = False, ONE_LAUNCH: tl.constexpr = False,
     EXACT_STAGES: tl.constexpr = 0, SPANS: tl.constexpr = False, STORE_YU: tl.constexpr = False,
-    FAST_GATE: tl.constexpr = False,
+    FAST_GATE: tl.constexpr = False, PREFETCH: tl.constexpr = False,
 ):
     """The forward sweep. With z and ``STORE_YU`` the ungated y (D's term included) goes to
     ``yu`` too, in x's dtype: the backward's dz (``dy y silu'(z)``) takes it rather than
     recomputing y (H200 s16-1: z cost the n = 64 backward 2.4 ms at 16K); FAST_GATE: the
-    approximate sigmoid (:func:`.gate._sigmoid`). UNROLL: chunks per loop iteration (an
+    approximate sigmoid (:func:`.gate._sigmoid`). PREFETCH (needs PRE): ``e_in`` and
+    ``e_tot``, which scale results and so are not copied ahead by the pipeliner, loaded one
+    chunk ahead (:func:`.decays._e_ahead`; also in :func:`ssd_bwd_fwdsweep_kernel`; not in
+    the reverse sweep, at 255 registers, where the same cost 136-312 B of stack in the
+    Triton 3.6 proxy). UNROLL: chunks per loop iteration (an
     experiment: more independent work in view of the scheduler, benchmarks/NOTES.md).
 
     FAST (needs PRE): the kernel is launched twice, FACTORED and not, and each program runs
@@ -191,6 +195,9 @@ def ssd_fwd_kernel(
                     c_end = tl.minimum(k * PER + PER, n_chunks)
                 else:
                     c_end = n_chunks
+                if PREFETCH:
+                    e_in_nx, e_tot_nx = _e_ahead(dec_ptr, etot_ptr, tl.num_programs(1),
+                                                 n_chunks, k * PER, b64, h, H, offs_q)
                 for c in tl.range(k * PER, c_end, loop_unroll_factor=UNROLL,
                                   num_stages=_stages(F, EXACT_STAGES)):
                     t = c * Q + offs_q.to(tl.int64)
@@ -198,6 +205,10 @@ def ssd_fwd_kernel(
                         PRE, dec_ptr, etot_ptr, tl.num_programs(1), n_chunks, c, dt_ptr, A_ptr,
                         dtb_ptr, seq_ptr, b64, h, H, T, t, HAS_DT, DT_SOFTPLUS, HAS_DTB, HAS_SEQ,
                         CLAMP_C)
+                    if PREFETCH:
+                        e_in, e_tot = e_in_nx, e_tot_nx
+                        e_in_nx, e_tot_nx = _e_ahead(dec_ptr, etot_ptr, tl.num_programs(1),
+                                                     n_chunks, c + 1, b64, h, H, offs_q)
                     mask_t, m_tp, m_tn, x, Bt, Ct = _chunk_inputs(
                         x_base, B_base, C_base, t, T, H, G, P, N, N, offs_p, offs_n, EVEN)
                     if HAS_Z:
@@ -299,6 +310,7 @@ def ssd_bwd_fwdsweep_kernel(
     ATOMIC: tl.constexpr = False, FAST: tl.constexpr = False, FACTORED: tl.constexpr = False,
     EVEN: tl.constexpr = False, WIDE: tl.constexpr = False, ONE_LAUNCH: tl.constexpr = False,
     EXACT_STAGES: tl.constexpr = 0, SPANNED: tl.constexpr = False,
+    PREFETCH: tl.constexpr = False,
 ):
     """Forward sweep of the backward, its first launch: with ``SPANNED`` over span ``k``,
     chunks ``[C0, C1)``, from the state entering it (``h0`` for span 0, else the forward's
@@ -339,11 +351,18 @@ def ssd_bwd_fwdsweep_kernel(
             if HAS_D:
                 dD_acc = tl.zeros((BP,) if D_PER_P else (Q,), dtype=tl.float32)
 
+            if PREFETCH:
+                e_in_nx, e_tot_nx = _e_ahead(dec_ptr, etot_ptr, tl.num_programs(1), NC, C0, b64,
+                                             h, H, offs_q)
             for c in tl.range(C0, C1, num_stages=_stages(F, EXACT_STAGES)):
                 t = c * Q + offs_q.to(tl.int64)
                 dtv, hi, lo, e_in, to_end, e_tot, inv = _decays_all(
                     PRE, dec_ptr, etot_ptr, tl.num_programs(1), NC, c, dt_ptr, A_ptr, dtb_ptr,
                     seq_ptr, b64, h, H, T, t, HAS_DT, DT_SOFTPLUS, HAS_DTB, HAS_SEQ, CLAMP_C)
+                if PREFETCH:
+                    e_in, e_tot = e_in_nx, e_tot_nx
+                    e_in_nx, e_tot_nx = _e_ahead(dec_ptr, etot_ptr, tl.num_programs(1), NC, c + 1,
+                                                 b64, h, H, offs_q)
                 mask_t, m_tp, m_tn, x, Bt, Ct = _chunk_inputs(
                     x_base, B_base, C_base, t, T, H, G, P, N, NS, offs_p, offs_n, EVEN)
                 dyt = _ld(_tile(dy_base, t, H * P, offs_p), m_tp, EVEN)

@@ -87,7 +87,8 @@ def _fwd_plan(b, T, h, p, g, n, dtype, has_dt, dt_softplus, has_dtb, D_dim, has_
         STATE_T=bool(cfg["STATE_T"]), GRAM=gram and (factored or one),
         WIDE=gram and _wide(nc * Q ** 2), EXACT_STAGES=cfg.get("EXACT_STAGES", 0),
         SPANS=spans > 1, STORE_YU=has_z and checkpoints,
-        FAST_GATE=has_z and fast_sigmoid(dtype), **_launch_opts(cfg))
+        FAST_GATE=has_z and fast_sigmoid(dtype), PREFETCH=pre and bool(cfg["PREFETCH"]),
+        **_launch_opts(cfg))
         for factored, one in _launches(fast, b * h * T * cfg["BN"])]
     return Q, (_cdiv(p, cfg["BP"]), b * h), pre, dec_opts, gram_opts, fwd_opts, spans, per
 
@@ -249,6 +250,7 @@ def _bwd_plan(b, T, h, p, g, n, dtype, has_dt, dt_softplus, has_dtb, D_dim, has_
                      PRE=pre, FACTOR=_factor("bwd"), ATOMIC=atomic, FAST=fast,
                      EXACT_STAGES=cfg.get("EXACT_STAGES", 0), SPANNED=spans > 1)
         fwd_opts = [Options(**flags, HAS_H0=has_h0, FACTORED=f, ONE_LAUNCH=one,
+                            PREFETCH=pre and bool(cfg["PREFETCH"]),
                             **_launch_opts(dict(cfg, num_stages=cfg["fwd_sweep_stages"])))
                     for f, one in kinds]
         rev_opts = [Options(**flags, HAS_DHT=has_dhT, STORE_DH0=need_dh0, FACTORED=f,
