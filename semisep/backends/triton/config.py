@@ -100,8 +100,8 @@ def _default_config(p: int, n: int, chunk_size: Optional[int], kind: str) -> dic
     else:
         Q = 64 if BN <= 64 else 32
     # PREFETCH: the chunk decays that scale results loaded a chunk ahead (decays._e_ahead;
-    # H200 s18-3 at T = 16K: N = 64 forward 0.672 -> 0.650 ms, the backward's forward sweep
-    # -1.5 % at N = 64 and 128; the N = 128 forward +4 %, so not there)
+    # H200 s18-3 at T = 16K: N = 64 forward 0.672 -> 0.650 ms; in the backward alone fwd+bwd
+    # -0.9 % at N = 64, -1.5 % at N = 128; the N = 128 forward +4 %, so not there)
     cfg = dict(Q=Q, BP=BP, BN=BN, num_warps=4, PREFETCH=1)
     if kind == "fwd":
         # 3 stages: the forward's loads run further ahead (H200 run 9: -10 % at T = 16K)

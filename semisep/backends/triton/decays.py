@@ -98,22 +98,32 @@ def _decays_all(PRE: tl.constexpr, dec_ptr, etot_ptr, BH, NC, c,
     with HAS_SEQ and PRE, exp(-ls_i), which is the same in a chunk without a reset).
     """
     if PRE:
-        # rows of length NC * Q: the padded tail of the last chunk holds the continuation
-        # (log-decay 0), never a fill value that would break the prefix sums' monotonicity
-        bh64 = b64 * H + h
-        TP = NC * t.shape[0]
-        dtv = tl.load(dec_ptr + bh64 * TP + t)
-        hi = tl.load(dec_ptr + (BH + bh64) * TP + t)
-        lo = tl.load(dec_ptr + (2 * BH + bh64) * TP + t)
-        e_in = tl.load(dec_ptr + (3 * BH + bh64) * TP + t)
-        to_end = tl.load(dec_ptr + (4 * BH + bh64) * TP + t)
-        inv = tl.load(dec_ptr + (5 * BH + bh64) * TP + t)
-        e_tot = tl.load(etot_ptr + bh64 * NC + c)
+        dtv, hi, lo, e_in, to_end, e_tot, inv = _pre_rows(dec_ptr, etot_ptr, BH, NC, c, b64, h,
+                                                          H, t)
     else:
         dtv, la2, hi, lo, tot, _, _ = _chunk_decays(
             dt_ptr, A_ptr, dtb_ptr, seq_ptr, b64, h, H, T, t, HAS_DT, DT_SOFTPLUS, HAS_DTB,
             HAS_SEQ, CLAMP_C)
         e_in, to_end, e_tot, inv = _exps(la2, hi, lo, tot)
+    return dtv, hi, lo, e_in, to_end, e_tot, inv
+
+
+@triton.jit
+def _pre_rows(dec_ptr, etot_ptr, BH, NC, c, b64, h, H, t):
+    """:func:`_decays_all`'s ``(dtv, hi, lo, e_in, to_end, e_tot, inv)`` of chunk ``c`` at
+    positions ``t``, loaded from :func:`ssd_decays_kernel`'s arrays (the loads of the rows a
+    caller leaves unused are compiled away)."""
+    # rows of length NC * Q: the padded tail of the last chunk holds the continuation
+    # (log-decay 0), never a fill value that would break the prefix sums' monotonicity
+    bh64 = b64 * H + h
+    TP = NC * t.shape[0]
+    dtv = tl.load(dec_ptr + bh64 * TP + t)
+    hi = tl.load(dec_ptr + (BH + bh64) * TP + t)
+    lo = tl.load(dec_ptr + (2 * BH + bh64) * TP + t)
+    e_in = tl.load(dec_ptr + (3 * BH + bh64) * TP + t)
+    to_end = tl.load(dec_ptr + (4 * BH + bh64) * TP + t)
+    inv = tl.load(dec_ptr + (5 * BH + bh64) * TP + t)
+    e_tot = tl.load(etot_ptr + bh64 * NC + c)
     return dtv, hi, lo, e_in, to_end, e_tot, inv
 
 
@@ -124,10 +134,9 @@ def _e_ahead(dec_ptr, etot_ptr, BH, NC, c, b64, h, H, offs_q):
     unused, in bounds without a mask): Triton 3.6 copies ahead only the loads that feed a
     dot, and these two scale results (H200 ncu s18-2: the forward sweep of the backward
     waited 13 % of its samples on them)."""
-    Q: tl.constexpr = offs_q.shape[0]
     c = tl.minimum(c, NC - 1)
-    e_in = tl.load(dec_ptr + (3 * BH + b64 * H + h) * (NC * Q) + c * Q + offs_q.to(tl.int64))
-    e_tot = tl.load(etot_ptr + (b64 * H + h) * NC + c)
+    _, _, _, e_in, _, e_tot, _ = _pre_rows(dec_ptr, etot_ptr, BH, NC, c, b64, h, H,
+                                           c * offs_q.shape[0] + offs_q.to(tl.int64))
     return e_in, e_tot
 
 
