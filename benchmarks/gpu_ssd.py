@@ -137,8 +137,59 @@ def ceilings():
 # checks
 # ---------------------------------------------------------------------------
 
-def checks(results, quick=False, late=False):
-    """The correctness checks; ``quick``: sections 1-3 only, ``late``: sections 4-8 only."""
+def gluon_checks(report):
+    """Section 1b of the checks: the forward's Gluon kernel (semisep/backends/triton/
+    gluon_fwd.py: sm_90, bf16, n = 64) against the Triton kernel and float64; head 3 decays
+    past FACTOR_MIN, so its programs run the Triton kernel's exact loop beside the Gluon ones;
+    two launches (the factored one is Gluon's); the backward is the same either way."""
+    from semisep.backends.triton import naive, ssd
+    b, T, h, p, g, n = 2, 4096, 8, 128, 1, 64
+    x, dt, A, B, C, D = make_inputs(b, T, h, p, g, n, torch.bfloat16, seed=4)
+    A[3] = -1e4
+    dtb = torch.randn(h, device="cuda") * 0.5
+    ins = [x, dt, A, B, C, D, dtb]
+    for t in ins:
+        t.requires_grad_(True)
+    kw = dict(dt=dt, A=A, D=D, dt_bias=dtb, dt_softplus=True)
+    gy = torch.randn(b, T, h, p, device="cuda")
+    saved = {k: os.environ.get(k) for k in ("SEMISEP_TRITON_GLUON", "SEMISEP_TRITON_ONE_LAUNCH")}
+    runs = {}
+    try:
+        os.environ["SEMISEP_TRITON_ONE_LAUNCH"] = "0"
+        for flag in ("1", "0"):
+            os.environ["SEMISEP_TRITON_GLUON"] = flag
+            with torch.profiler.profile(
+                    activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
+                y, hT = ssd(x, None, B, C, return_final_state=True, **kw)
+                torch.cuda.synchronize()
+            names = {e.key for e in prof.key_averages()}
+            runs[flag] = (y, hT, torch.autograd.grad((y.float() * gy).sum(), ins),
+                          any("ssd_fwd_gluon_kernel" in k for k in names))
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+    yr, sr = naive.ssd_reference_chunked(x, None, B, C, **kw)
+    (y1, s1, g1, ran1), (y0, s0, g0, ran0) = runs["1"], runs["0"]
+    # the kernels launched (torch's profiler): Gluon's by default, not with the knob off
+    report("gluon kernel launched by default (0: yes)", float(not ran1), 0.5)
+    report("gluon kernel not launched when off (0: right)", float(ran0), 0.5)
+    report("gluon fwd y", rel(y1, yr), 5e-3)
+    report("gluon fwd final", rel(s1, sr), 5e-3)
+    # the same operations in the same order as the Triton kernel's factored loop (equal bit
+    # for bit in s19's first run of this check, whose launch check was not yet this one)
+    report("gluon fwd y vs triton", rel(y1, y0), 5e-3)
+    report("gluon fwd final vs triton", rel(s1, s0), 1e-5)
+    report("gluon fwd grads vs triton", max(rel(a, c) for a, c in zip(g1, g0)), 1e-4)
+    del x, dt, A, B, C, D, dtb, y, hT, yr, sr, runs, y1, y0, g1, g0
+    torch.cuda.empty_cache()
+
+
+def checks(results, quick=False, late=False, gluon=False):
+    """The correctness checks; ``quick``: sections 1-3 only, ``late``: sections 4-8 only,
+    ``gluon``: section 1b only."""
     from semisep.backends.triton import naive, ssd, ssd_decode_step
     # the inputs drawn from the global generator (until run 17 unseeded: the all-extras
     # case's dA and dt_bias moved between runs with its random dt)
@@ -154,6 +205,10 @@ def checks(results, quick=False, late=False):
         if not good:
             results.setdefault("checks_failed", []).append(f"{name}: {val:.3e} > {tol:.0e}")
 
+    if gluon:
+        gluon_checks(report)
+        results["checks_ok"] = ok
+        return ok
     if not late:
         # 1. bf16 / fp32 / fp16, forward and backward, against the float64 chunked reference
         for dtype, tol, (b, T, h, p, g, n) in [
@@ -196,6 +251,8 @@ def checks(results, quick=False, late=False):
                 report(f"{tag} {nm}", rel(a, r), tol)
             del x, dt, A, B, C, D, h0, y, hT, yr, sr, grads, gref
             torch.cuda.empty_cache()
+
+        gluon_checks(report)
 
         # 2. all the extras (bf16): z, D (h,p), dt_bias + softplus, seq_idx, initial state
         b, T, h, p, g, n = 2, 3000, 8, 64, 2, 64
@@ -604,6 +661,8 @@ def main():
     ap.add_argument("--late-checks", action="store_true",
                     help="only the checks after the quick ones (2^31+ elements, torch.compile, "
                          "decode, the cached launch, the one-launch kernels)")
+    ap.add_argument("--gluon-checks", action="store_true",
+                    help="only section 1b (the forward's Gluon kernel)")
     ap.add_argument("--Ns", default="64,128")
     ap.add_argument("--Ts", default="1024,2048,4096,8192,16384")
     ap.add_argument("--impls", default="mamba,fla,sdpa",
@@ -630,7 +689,8 @@ def main():
     log("ceilings", results["ceilings"])
     if not args.skip_checks:
         try:
-            checks(results, quick=args.quick_checks, late=args.late_checks)
+            checks(results, quick=args.quick_checks, late=args.late_checks,
+                   gluon=args.gluon_checks)
         except Exception:  # noqa: BLE001
             log("checks crashed:\n" + traceback.format_exc())
             results["checks_ok"] = False

@@ -3,7 +3,8 @@
 The defaults come from the H200 runs in ``benchmarks/NOTES.md``; the environment variables
 ``SEMISEP_TRITON_FWD`` / ``_BWD`` (fields of :func:`pick_config`), ``SEMISEP_TRITON_FAST``,
 ``_PRE_DECAYS``, ``_FACTOR``, ``_FP32_PRECISION`` and ``_ONE_LAUNCH`` override them, for
-experiments (``SEMISEP_TRITON_FAST_LAUNCH`` and ``_GRAM``: :mod:`.fastlaunch`, :func:`_gram`).
+experiments (``SEMISEP_TRITON_FAST_LAUNCH``, ``_GRAM`` and ``_GLUON``: :mod:`.fastlaunch`,
+:func:`_gram`, :func:`.gluon_fwd.eligible`, which reads it per call).
 The launchers read them when they build a launch plan, whose key holds their values
 (:data:`KNOBS`, :func:`knobs`).
 """

@@ -8,6 +8,7 @@ import contextlib
 
 import torch
 
+from . import gluon_fwd
 from . import kernels as K
 from .config import (_cdiv, _even, _factor, _fast, _gram, _launch_opts, _launches, _pre,
                      _prec, _wide, knobs, pick_config, span_steps, state_block)
@@ -160,7 +161,12 @@ def _fwd(x, dtla, A, B, C, D, z, dt_bias, h0, seq_idx, has_dt, dt_softplus, chun
         ckpt = _checkpoints(spans, b, h, p, n, x.device) if checkpoints else None
         yu = torch.empty_like(x) if checkpoints and z is not None else None
         gl = _gram_tiles(B, C, Q, gram_opts, T, ak) if gram_opts is not None else d
+        # the factored launch in Gluon where it applies (sm_90, bf16, n = 64, ...)
+        glu = gluon_fwd.eligible(x, B, C, D, z, h0, seq_idx, Q, fwd_opts)
         for opts in fwd_opts:
+            if glu and opts.kwargs["FACTORED"]:
+                gluon_fwd.launch_fwd(x, B, C, D, dec, etot, y, hT)
+                continue
             # with one span no checkpoint is written: hT stands in (fp32, as the kernel takes)
             launch(
                 K.ssd_fwd_kernel, grid,

@@ -1,0 +1,255 @@
+"""The forward's factored loop in Gluon, for Hopper (sm_90): its dots run asynchronously.
+
+Gluon (``triton.experimental.gluon``) is Triton's lower-level dialect: layouts, shared memory,
+``wgmma`` and TMA are explicit. This kernel computes what :func:`.kernels.ssd_fwd_kernel`'s
+factored loop computes (with its state carried as ``S^T``, (n, p)), for the programs whose
+chunks all decay by more than ``decays.FACTOR_MIN`` (:func:`.decays._factorable`), from the
+pre-pass's decay rows; the Triton kernel's exact loop runs the other programs, as it does
+beside its own factored launch. Per chunk, with ``u = x dt exp(-l)`` and
+``G = lower(C B^T)``::
+
+    y = exp(l) (C S^T + G u) + D x          S^T <- exp(l_end) (S^T + B^T u)
+
+Why: Triton 3.6 makes a ``tl.dot`` asynchronous only where a loop uses its result solely as
+the next iteration's accumulator, so the Triton kernel waits for each of a chunk's four
+products before its next statement. Here ``C B^T`` and ``C S^T`` are issued, u is made and
+stored while they run, ``B^T u`` is issued, G is masked as soon as ``C B^T`` is done, and
+``G u`` runs while the state is updated; x, B and C arrive by TMA into a ring of buffers and
+y leaves by TMA. H200 (benchmarks/NOTES.md, s19): 0.52 against 0.62 ms for the kernel at
+b=8, T=16K, h=32, p=64, n=64, bf16.
+
+Where (:func:`eligible`): a CUDA device of compute capability 9.0, bf16, n = 64, p a
+multiple of 64, chunks of 64 with T a multiple of 64, every program's chunks factorable or
+not (the split above), D per head or none, no z, no seq_idx, no initial state, and calls
+launched as two kernels (above ``config.ONE_LAUNCH_AT_MOST``); ``SEMISEP_TRITON_GLUON=0``
+turns it off. Elsewhere the Triton kernel runs (the two give the same y to bf16 rounding:
+``benchmarks/gpu_ssd.py`` checks them against each other and against float64 on the GPU).
+The interpreter cannot run Gluon: on the CPU the tests compile this kernel for sm_90 and
+check that its products stay asynchronous in the SASS (``tests/triton/test_gluon_fwd.py``).
+"""
+
+from __future__ import annotations
+
+import torch
+
+from .config import _env, _interpret
+from .fastlaunch import MAX_ENTRIES, _specs
+
+try:
+    from triton.experimental import gluon
+    from triton.experimental.gluon import language as gl
+    from triton.experimental.gluon.language.nvidia.hopper import (
+        fence_async_shared, mbarrier, tma, warpgroup_mma, warpgroup_mma_wait)
+    from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
+except ImportError:     # a Triton without Gluon's Hopper API: the Triton kernels only
+    gluon = None
+
+Q_GLUON = 64         # chunk length, state columns and block of p of this kernel
+N_GLUON = 64
+_FACTOR_MIN = 2.0 ** -64     # decays.FACTOR_MIN
+
+
+if gluon is not None:
+    # Triton 3.9 renamed the TMA copies (3.6: async_copy_global_to_shared / _shared_to_global)
+    _tma_load = getattr(tma, "async_load", None) or tma.async_copy_global_to_shared
+    _tma_store = getattr(tma, "async_store", None) or tma.async_copy_shared_to_global
+
+    @gluon.jit
+    def _load_chunk(x_desc, b_desc, c_desc, bar, xs, bs, cs, row, xcol, bcol,
+                    nbytes: gl.constexpr):
+        """Chunk rows ``row..`` of x (columns ``xcol..``), B and C (``bcol..``) by TMA into
+        one slot of the ring, signalling ``bar``."""
+        mbarrier.expect(bar, nbytes)
+        _tma_load(x_desc, [row, xcol], bar, xs)
+        _tma_load(b_desc, [row, bcol], bar, bs)
+        _tma_load(c_desc, [row, bcol], bar, cs)
+
+    @gluon.jit
+    def _factorable_g(etot_ptr, bh, NC, FACTOR_MIN: gl.constexpr):
+        """Whether every chunk of row ``bh`` of the chunk decays exceeds FACTOR_MIN (as
+        :func:`.decays._factorable`)."""
+        lay: gl.constexpr = gl.BlockedLayout([8], [32], [4], [0])
+        offs = gl.arange(0, 1024, layout=lay)
+        row = etot_ptr + bh * NC
+        least = gl.min(gl.load(row + offs, mask=offs < NC, other=1.0), axis=0)
+        for c0 in range(1024, NC, 1024):
+            e = gl.load(row + c0 + offs, mask=c0 + offs < NC, other=1.0)
+            least = gl.minimum(least, gl.min(e, axis=0))
+        return least > FACTOR_MIN
+
+    @gluon.jit
+    def _chunks(x_desc, b_desc, c_desc, y_desc, dec_ptr, etot_ptr, hT_ptr, Dv, b, h, grp, pb,
+                bh, BH, T, NC, PT, Q: gl.constexpr, P: gl.constexpr, N: gl.constexpr,
+                STAGES: gl.constexpr, HAS_D: gl.constexpr):
+        """The loop over the chunks of one program (module docstring)."""
+        mma: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
+                                                      instr_shape=[16, P, 16])
+        mmaq: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
+                                                       instr_shape=[16, Q, 16])
+        dotA: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=mma, k_width=2)
+        blk: gl.constexpr = gl.BlockedLayout([1, 8], [32 // (P // 8), P // 8], [4, 1], [1, 0])
+        dtype: gl.constexpr = x_desc.dtype
+        sl: gl.constexpr = x_desc.layout
+        TP = NC * Q
+
+        x_s = gl.allocate_shared_memory(dtype, [STAGES, Q, P], sl)
+        b_s = gl.allocate_shared_memory(dtype, [STAGES, Q, N], b_desc.layout)
+        c_s = gl.allocate_shared_memory(dtype, [STAGES, Q, N], c_desc.layout)
+        u_s = gl.allocate_shared_memory(dtype, [Q, P], sl)
+        S_s = gl.allocate_shared_memory(dtype, [N, P], sl)     # the state entering the chunk
+        y_s = gl.allocate_shared_memory(dtype, [Q, P], y_desc.layout)
+        bars = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+        for s in gl.static_range(STAGES):
+            mbarrier.init(bars.index(s), count=1)
+
+        row0 = b * T
+        xcol = h * PT + pb * P
+        nbytes: gl.constexpr = 2 * Q * (P + 2 * N)
+        for s in gl.static_range(STAGES - 1):
+            if s < NC:
+                _load_chunk(x_desc, b_desc, c_desc, bars.index(s), x_s.index(s), b_s.index(s),
+                            c_s.index(s), row0 + s * Q, xcol, grp * N, nbytes)
+
+        S = gl.zeros([N, P], gl.float32, mma)
+        S_s.store(S.to(dtype))
+        fence_async_shared()
+        zero = gl.zeros([Q, P], gl.float32, mma)
+        zq = gl.zeros([Q, Q], gl.float32, mmaq)
+        rows = gl.arange(0, Q, layout=gl.SliceLayout(1, mma))
+        rows_b = gl.arange(0, Q, layout=gl.SliceLayout(1, blk))
+        lower = (gl.arange(0, Q, layout=gl.SliceLayout(1, mmaq))[:, None]
+                 >= gl.arange(0, Q, layout=gl.SliceLayout(0, mmaq))[None, :])
+        for c in range(NC):
+            slot = c % STAGES
+            t0 = c * Q
+            f = (gl.load(dec_ptr + bh * TP + t0 + rows_b)                  # dt exp(-l)
+                 * gl.load(dec_ptr + (5 * BH + bh) * TP + t0 + rows_b))
+            e_in = gl.load(dec_ptr + (3 * BH + bh) * TP + t0 + rows)         # exp(l)
+            e_tot = gl.load(etot_ptr + bh * NC + c)                            # exp(l_end)
+            mbarrier.wait(bars.index(slot), (c // STAGES) & 1)
+            xs = x_s.index(slot)
+            bs = b_s.index(slot)
+            cs = c_s.index(slot)
+            Gm = warpgroup_mma(cs, bs.permute((1, 0)), zq, use_acc=False, is_async=True)
+            acc = warpgroup_mma(cs, S_s, zero, use_acc=False, is_async=True)
+            nxt = c + STAGES - 1
+            if nxt < NC:
+                ns = nxt % STAGES
+                _load_chunk(x_desc, b_desc, c_desc, bars.index(ns), x_s.index(ns),
+                            b_s.index(ns), c_s.index(ns), row0 + nxt * Q, xcol, grp * N,
+                            nbytes)
+            u_s.store((xs.load(blk).to(gl.float32) * f[:, None]).to(dtype))
+            fence_async_shared()
+            S = warpgroup_mma(bs.permute((1, 0)), u_s, S, is_async=True)
+            Gm = warpgroup_mma_wait(num_outstanding=2, deps=(Gm,))
+            W = gl.convert_layout(gl.where(lower, Gm, 0.0).to(dtype), dotA)
+            acc = warpgroup_mma(W, u_s, acc, is_async=True)
+            S = warpgroup_mma_wait(num_outstanding=1, deps=(S,))
+            S = S * e_tot
+            S_s.store(S.to(dtype))
+            yv = warpgroup_mma_wait(num_outstanding=0, deps=(acc,))
+            fence_async_shared()
+            yv = yv * e_in[:, None]
+            if HAS_D:
+                yv = yv + xs.load(mma).to(gl.float32) * Dv
+            tma.store_wait(pendings=0)          # the previous chunk's y has left y_s
+            y_s.store(yv.to(dtype))
+            fence_async_shared()
+            _tma_store(y_desc, [row0 + t0, xcol], y_s)
+        tma.store_wait(pendings=0)
+        # the final state, (b, H, PT, N) fp32, from S^T (N, P)
+        offs_n = gl.arange(0, N, layout=gl.SliceLayout(1, mma))
+        offs_p = gl.arange(0, P, layout=gl.SliceLayout(0, mma))
+        gl.store(hT_ptr + bh * PT * N + (pb * P + offs_p[None, :]) * N + offs_n[:, None], S)
+        for s in gl.static_range(STAGES):
+            mbarrier.invalidate(bars.index(s))
+
+    @gluon.jit
+    def ssd_fwd_gluon_kernel(x_desc, b_desc, c_desc, y_desc, dec_ptr, etot_ptr, D_ptr, hT_ptr,
+                             T, H, G, NC, PT,
+                             Q: gl.constexpr, P: gl.constexpr, N: gl.constexpr,
+                             STAGES: gl.constexpr, HAS_D: gl.constexpr,
+                             FACTOR_MIN: gl.constexpr):
+        """Grid ``(b * H * PT / P,)``: a program per (b, h, block of P of the PT columns of
+        p); x, y as (b T, H PT) and B, C as (b T, G N) tensor descriptors of (Q, P) and (Q, N)
+        blocks; ``dec``, ``etot`` the pre-pass's rows; hT (b, H, PT, N) fp32."""
+        NPB = PT // P
+        pid = gl.program_id(0)
+        pb = pid % NPB
+        b = pid // NPB // H
+        h = pid // NPB % H
+        bh = (b * H + h).to(gl.int64)
+        Dv = 0.0
+        if HAS_D:
+            Dv = gl.load(D_ptr + h).to(gl.float32)
+        if _factorable_g(etot_ptr, bh, NC, FACTOR_MIN):
+            _chunks(x_desc, b_desc, c_desc, y_desc, dec_ptr, etot_ptr, hT_ptr, Dv, b, h,
+                    h // (H // G), pb, bh, gl.num_programs(0) // NPB, T, NC, PT, Q, P, N,
+                    STAGES, HAS_D)
+
+
+_CAPABILITY: dict = {}
+
+
+def _capability(device: torch.device):
+    cap = _CAPABILITY.get(device.index)
+    if cap is None:
+        cap = _CAPABILITY[device.index] = torch.cuda.get_device_capability(device)
+    return cap
+
+
+def eligible(x, B, C, D, z, h0, seq_idx, Q, fwd_opts, capability=None) -> bool:
+    """Whether a forward's factored launch runs this kernel (module docstring): x, B, C as the
+    launcher passes them (contiguous, B and C in x's dtype), ``fwd_opts`` the Triton launches
+    its plan holds (two: a factored and an exact one), ``capability`` the device's (read from
+    x's device when None)."""
+    if gluon is None or _env("SEMISEP_TRITON_GLUON", "1") != "1" or _interpret():
+        return False
+    b, T, h, p = x.shape
+    if not (x.is_cuda and x.dtype == torch.bfloat16 and B.dtype == torch.bfloat16
+            and B.shape[3] == N_GLUON and p % Q_GLUON == 0 and Q == Q_GLUON
+            and T % Q_GLUON == 0 and T > 0 and z is None and h0 is None and seq_idx is None
+            and (D is None or D.dim() == 1) and len(fwd_opts) == 2
+            and fwd_opts[0].kwargs["FACTORED"] and not fwd_opts[0].kwargs["GRAM"]
+            and not fwd_opts[0].kwargs["SPANS"]):
+        return False
+    if x.data_ptr() % 16 or B.data_ptr() % 16 or C.data_ptr() % 16:     # TMA's alignment
+        return False
+    return (capability or _capability(x.device)) == (9, 0)
+
+
+_LAYOUTS: dict = {}
+# compiled kernels by (device, the specializations of the non-descriptor arguments, HAS_D):
+# Gluon's JIT path (its binder mangles each descriptor's type, layout included) cost the
+# forward ~0.1 ms of host time a call on the H200 (s19), which set the pace up to T = 8K
+_COMPILED: dict = {}
+
+
+def launch_fwd(x, B, C, D, dec, etot, y, hT, stages: int = 2):
+    """Launch :func:`ssd_fwd_gluon_kernel` into ``y`` and ``hT`` (x, B, C contiguous, B and C
+    in x's dtype)."""
+    b, T, h, p = x.shape
+    g, n = B.shape[2], B.shape[3]
+    lay = _LAYOUTS.get("bf16")
+    if lay is None:
+        lay = _LAYOUTS["bf16"] = gl.NVMMASharedLayout.get_default_for([Q_GLUON, 64],
+                                                                      gl.bfloat16)
+    rows = b * T
+    blk = [Q_GLUON, 64]
+    args = (TensorDescriptor(x.view(rows, h * p), [rows, h * p], [h * p, 1], blk, lay),
+            TensorDescriptor(B.view(rows, g * n), [rows, g * n], [g * n, 1], blk, lay),
+            TensorDescriptor(C.view(rows, g * n), [rows, g * n], [g * n, 1], blk, lay),
+            TensorDescriptor(y.view(rows, h * p), [rows, h * p], [h * p, 1], blk, lay),
+            dec, etot, D if D is not None else hT, hT, T, h, g, T // Q_GLUON, p)
+    consts = dict(Q=Q_GLUON, P=64, N=n, STAGES=stages, HAS_D=D is not None,
+                  FACTOR_MIN=_FACTOR_MIN)
+    grid = (b * h * (p // 64), 1, 1)
+    key = (x.device.index, _specs(args[4:]), D is not None, stages)
+    compiled = _COMPILED.get(key)
+    if compiled is None:
+        compiled = ssd_fwd_gluon_kernel[grid](*args, **consts, num_warps=4)
+        if len(_COMPILED) >= MAX_ENTRIES:
+            _COMPILED.clear()
+        _COMPILED[key] = compiled
+    else:
+        compiled[grid](*args, *consts.values())

@@ -1,0 +1,128 @@
+"""The forward's Gluon kernel (semisep.backends.triton.gluon_fwd) on the CPU.
+
+The interpreter cannot run Gluon, so its numbers are checked on the GPU only
+(benchmarks/gpu_ssd.py, section 1b: against the Triton kernel and float64). Here: which calls
+take it, and that it compiles for sm_90 with its products left asynchronous in the SASS (the
+point of the kernel: a wait for all of them after each would make it the Triton kernel's
+schedule again).
+"""
+
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+from types import SimpleNamespace
+
+import pytest
+import torch
+
+from semisep.backends.triton import gluon_fwd as GF
+
+needs_gluon = pytest.mark.skipif(GF.gluon is None, reason="this Triton has no Gluon Hopper API")
+
+
+def _tensor(shape, dtype=torch.bfloat16, cuda=True, ptr=4096):
+    return SimpleNamespace(shape=shape, dtype=dtype, is_cuda=cuda, data_ptr=lambda: ptr,
+                           dim=lambda: len(shape))
+
+
+def _opts(factored=True, gram=False, spans=False, n=2):
+    first = SimpleNamespace(kwargs=dict(FACTORED=factored, GRAM=gram, SPANS=spans))
+    return [first, SimpleNamespace(kwargs=dict(FACTORED=False, GRAM=False, SPANS=spans))][:n]
+
+
+def _eligible(x=(8, 16384, 32, 64), B=(8, 16384, 1, 64), D=(32,), Q=64, opts=None, cap=(9, 0),
+              **kw):
+    """gluon_fwd.eligible on stand-ins of the given shapes (C as B) and keyword overrides."""
+    wrap = lambda v: _tensor(v) if isinstance(v, tuple) else v  # noqa: E731
+    args = dict(x=wrap(x), B=wrap(B), C=wrap(B), D=wrap(D) if D else None, z=None, h0=None,
+                seq_idx=None)
+    args.update(kw)
+    return GF.eligible(args["x"], args["B"], args["C"], args["D"], args["z"], args["h0"],
+                       args["seq_idx"], Q, opts or _opts(), capability=cap)
+
+
+@needs_gluon
+def test_which_calls_take_it(monkeypatch):
+    monkeypatch.delenv("SEMISEP_TRITON_GLUON", raising=False)
+    monkeypatch.delenv("TRITON_INTERPRET", raising=False)
+    assert _eligible()
+    assert _eligible(x=(2, 4096, 8, 128), B=(2, 4096, 4, 64), D=None)
+    thing = _tensor((1,))
+    for why, kw in [
+        ("fp16", dict(x=_tensor((8, 16384, 32, 64), torch.float16))),
+        ("fp32", dict(x=_tensor((8, 16384, 32, 64), torch.float32))),
+        ("on the CPU", dict(x=_tensor((8, 16384, 32, 64), cuda=False))),
+        ("x misaligned", dict(x=_tensor((8, 16384, 32, 64), ptr=4098))),
+        ("C misaligned", dict(C=_tensor((8, 16384, 1, 64), ptr=4104))),
+        ("z", dict(z=thing)), ("h0", dict(h0=thing)), ("seq_idx", dict(seq_idx=thing)),
+        ("D per p", dict(D=_tensor((32, 64)))),
+    ]:
+        assert not _eligible(**kw), why
+    assert not _eligible(B=(8, 16384, 1, 128)), "n = 128"
+    assert not _eligible(x=(8, 16384, 32, 32)), "p = 32"
+    assert not _eligible(x=(8, 16100, 32, 64), B=(8, 16100, 1, 64)), "T % 64"
+    assert not _eligible(Q=32), "chunks of 32"
+    assert not _eligible(opts=_opts(n=1)), "one launch"
+    assert not _eligible(opts=_opts(factored=False)), "no factored launch"
+    assert not _eligible(opts=_opts(gram=True)), "GRAM"
+    assert not _eligible(opts=_opts(spans=True)), "spans"
+    assert not _eligible(cap=(8, 0)) and not _eligible(cap=(10, 0)), "not sm_90"
+    monkeypatch.setenv("SEMISEP_TRITON_GLUON", "0")
+    assert not _eligible(), "turned off"
+
+
+def test_interpreter_never_takes_it(monkeypatch):
+    monkeypatch.setenv("TRITON_INTERPRET", "1")
+    assert not _eligible()
+
+
+# compiled in a fresh interpreter: under TRITON_INTERPRET=1 (this folder's conftest) Gluon's
+# own jit helpers (gl.min, ...) are interpreted functions, which its compiler refuses
+_COMPILE = r"""
+import json, os, subprocess, sys, tempfile
+import triton
+from triton.backends.compiler import GPUTarget
+from triton.experimental.gluon._runtime import GluonASTSource
+from semisep.backends.triton import gluon_fwd as GF
+gl = GF.gl
+lay = gl.NVMMASharedLayout.get_default_for([64, 64], gl.bfloat16)
+desc = f"tensordesc<bf16[64, 64],{lay!r}>"
+sig = {name: desc for name in ("x_desc", "b_desc", "c_desc", "y_desc")}
+sig.update({name: "*fp32" for name in ("dec_ptr", "etot_ptr", "D_ptr", "hT_ptr")})
+sig.update({name: "i32" for name in ("T", "H", "G", "NC", "PT")})
+consts = dict(Q=64, P=64, N=64, STAGES=2, HAS_D=True, FACTOR_MIN=2.0 ** -64)
+sig.update({name: "constexpr" for name in consts})
+tool = os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin", "cuobjdump")
+if not os.path.exists(tool):
+    print(json.dumps(None))
+    sys.exit()
+k = triton.compile(GluonASTSource(GF.ssd_fwd_gluon_kernel, sig, consts),
+                   target=GPUTarget("cuda", 90, 32), options=dict(num_warps=4))
+cubin = os.path.join(os.environ["TRITON_CACHE_DIR"], "k.cubin")
+open(cubin, "wb").write(k.asm["cubin"])
+run = lambda *a: subprocess.run([tool, *a, cubin], capture_output=True, text=True).stdout
+print(json.dumps([run("--dump-resource-usage"), run("-sass")]))
+"""
+
+
+@needs_gluon
+def test_compiles_for_sm90_with_asynchronous_products():
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    with tempfile.TemporaryDirectory() as cache:
+        env["TRITON_CACHE_DIR"] = cache
+        out = subprocess.run([sys.executable, "-c", _COMPILE], env=env, capture_output=True,
+                             text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-3000:]
+    got = json.loads(out.stdout.strip().splitlines()[-1])
+    if got is None:
+        pytest.skip("this Triton ships no cuobjdump")
+    usage, sass = got
+    assert re.search(r"STACK:0\b", usage), usage
+    # four products of four wgmma each a chunk; waits that leave some in flight
+    assert sass.count("HGMMA.64x64x16.F32.BF16") == 16
+    assert len(re.findall(r"WARPGROUP\.DEPBAR\.LE gsb0, 0x[1-9]", sass)) >= 2
+    # ptxas serializing the products (its C7514) puts a wait after every wgmma
+    assert sass.count("WARPGROUP.DEPBAR.LE gsb0, 0x0") < 8
