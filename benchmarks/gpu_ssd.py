@@ -139,11 +139,12 @@ def ceilings():
 
 def gluon_checks(report):
     """Section 1b of the checks: the forward's Gluon kernel (semisep/backends/triton/
-    gluon_fwd.py: sm_90, bf16, n = 64) against the Triton kernel and float64; head 3 decays
-    past FACTOR_MIN, so its programs run the Triton kernel's exact loop beside the Gluon ones;
-    two launches (the factored one is Gluon's); the backward is the same either way."""
+    gluon_fwd.py: sm_90, bf16, n = 64) against the Triton kernel and float64, with two groups
+    (s19 ran it with one) and p in two blocks; head 3 decays past FACTOR_MIN, so its programs
+    run the Triton kernel's exact loop beside the Gluon ones; two launches (the factored one
+    is Gluon's); the backward is the same either way."""
     from semisep.backends.triton import naive, ssd
-    b, T, h, p, g, n = 2, 4096, 8, 128, 1, 64
+    b, T, h, p, g, n = 2, 4096, 8, 128, 2, 64
     x, dt, A, B, C, D = make_inputs(b, T, h, p, g, n, torch.bfloat16, seed=4)
     A[3] = -1e4
     dtb = torch.randn(h, device="cuda") * 0.5
