@@ -1,17 +1,16 @@
 """A design probe, not part of the library: the backward's forward sweep (its factored loop)
 in Gluon, its five products per chunk asynchronous, as ``gluon_fwd.py`` does for the forward
-(benchmarks/NOTES.md, s19 next steps). Run by ``run_gfwdsweep.py`` on the H200 against
-:func:`semisep.backends.triton.kernels.ssd_bwd_fwdsweep_kernel`.
+(benchmarks/NOTES.md, s19 next steps). Not yet run on a GPU; ``run_gsweeps.py`` holds it to
+:func:`semisep.backends.triton.kernels.ssd_bwd_fwdsweep_kernel` on the H200.
 
 Scope: one program per (b, h), p = n = Q = 64, bf16, T a multiple of 64, one span from a zero
 state, every chunk factorable, no seq_idx, dB / dC / dD added atomically, D per head. Per
 chunk, with ``u = x dt exp(-l)``, ``G = C B^T``, ``M = dy u^T`` (module docstring of
 :mod:`semisep.backends.triton.kernels` for w)::
 
-    states[c] = S                                 (the state entering the chunk, bf16)
-    P = lower_strict(G o M) diag... rows exp(l)   w = exp(l) rowsum((dy S) o C) + rowsum(P) - colsum(P)
-    dC += exp(l) (lower(M) B + dy S)              S <- exp(l_end) (S + u^T B)
-    dD += sum(dy o x)
+    states[c] = S (the state entering the chunk, bf16)     S <- exp(l_end) (S + u^T B)
+    P = exp(l) o strict_lower(G o M)                       dC += exp(l) (lower(M) B + dy S)
+    w = exp(l) rowsum((dy S) o C) + rowsum(P) - colsum(P)  dD += sum(dy o x)
 
 Products issued asynchronously in the order ``C B^T``, ``dy u^T``, ``dy S``, ``u^T B`` (u made
 and stored before), then ``lower(M) B`` on top of ``dy S``; P's sums, w and the state's update
