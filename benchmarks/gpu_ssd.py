@@ -179,8 +179,8 @@ def gluon_checks(report):
     report("gluon kernel not launched when off (0: right)", float(ran0), 0.5)
     report("gluon fwd y", rel(y1, yr), 5e-3)
     report("gluon fwd final", rel(s1, sr), 5e-3)
-    # the same operations in the same order as the Triton kernel's factored loop (equal bit
-    # for bit in s19's first run of this check, whose launch check was not yet this one)
+    # the same operations in the same order as the Triton kernel's factored loop: equal bit
+    # for bit in s19-8 (one group), where the profiler saw the Gluon kernel launched
     report("gluon fwd y vs triton", rel(y1, y0), 5e-3)
     report("gluon fwd final vs triton", rel(s1, s0), 1e-5)
     report("gluon fwd grads vs triton", max(rel(a, c) for a, c in zip(g1, g0)), 1e-4)
