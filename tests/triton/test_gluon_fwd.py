@@ -2,12 +2,14 @@
 
 The interpreter cannot run Gluon, so its numbers are checked on the GPU only
 (benchmarks/gpu_ssd.py, section 1b: against the Triton kernel and float64). Here: which calls
-take it, and that it compiles for sm_90 with its products left asynchronous in the SASS (the
-point of the kernel: a wait for all of them after each would make it the Triton kernel's
-schedule again).
+take it, that the forward hands it the factored launch and still runs the exact one, and
+that it compiles for sm_90 with its products left asynchronous in the SASS (the point of the
+kernel: a wait for all of them after each would make it the Triton kernel's schedule
+again).
 """
 
 import json
+import math
 import os
 import re
 import subprocess
@@ -72,6 +74,54 @@ def test_which_calls_take_it(monkeypatch):
     assert not _eligible(cap=(8, 0)) and not _eligible(cap=(10, 0)), "not sm_90"
     monkeypatch.setenv("SEMISEP_TRITON_GLUON", "0")
     assert not _eligible(), "turned off"
+
+
+def test_launcher_hands_it_the_factored_launch(monkeypatch):
+    """With :func:`eligible` true, the forward gives its factored launch to
+    :func:`launch_fwd` (a stand-in here: it writes twice the float64 reference's y and final
+    state for the factorable (b, h), a mark that the Triton factored launch would overwrite,
+    and records its arguments) and still runs the Triton kernel's exact launch for the
+    others."""
+    from semisep.backends.triton import naive, ssd
+
+    monkeypatch.setenv("SEMISEP_TRITON_FAST", "1")
+    monkeypatch.setenv("SEMISEP_TRITON_ONE_LAUNCH", "0")
+    gen = torch.Generator().manual_seed(5)
+    b, T, h, p, g, n, Q = 2, 48, 4, 16, 2, 16, 16
+    per_step = math.log(2.0 ** -64) / Q
+    la = torch.full((b, T, h), 1e-3 * per_step)
+    la[0, :, 1] = 1.01 * per_step          # past FACTOR_MIN: the exact loop
+    la[1, 20, 2] = -math.inf               # a reset: the exact loop
+    x = torch.randn(b, T, h, p, generator=gen)
+    B = torch.randn(b, T, g, n, generator=gen)
+    C = torch.randn(b, T, g, n, generator=gen)
+    yr, sr = naive.ssd_reference(x, la, B, C)
+    calls = []
+
+    def stand_in(x_, B_, C_, D_, dec, etot, y, hT):
+        least = etot[0].view(b, h, -1).min(-1).values
+        for i in range(b):
+            for j in range(h):
+                if least[i, j] > 2.0 ** -64:
+                    y[i, :, j] = 2 * yr[i, :, j].to(y.dtype)
+                    hT[i, j] = 2 * sr[i, j].to(hT.dtype)
+        calls.append((x_.shape, B_.shape, C_.shape, D_, y.shape, hT.shape))
+
+    monkeypatch.setattr(GF, "eligible", lambda *a, **k: True)
+    monkeypatch.setattr(GF, "launch_fwd", stand_in)
+    y, hT = ssd(x, la, B, C, chunk_size=Q, return_final_state=True)
+    assert calls == [((b, T, h, p), (b, T, g, n), (b, T, g, n), None, (b, T, h, p),
+                      (b, h, p, n))]
+    exact = {(0, 1), (1, 2)}
+    for i in range(b):
+        for j in range(h):
+            k = 1 if (i, j) in exact else 2     # the exact launch's heads, the stand-in's
+            assert rel(y[i, :, j], k * yr[i, :, j]) < 1e-5, (i, j)
+            assert rel(hT[i, j], k * sr[i, j]) < 1e-5, (i, j)
+
+
+def rel(a, b):
+    return ((a.double() - b.double()).norm() / b.double().norm().clamp_min(1e-300)).item()
 
 
 def test_interpreter_never_takes_it(monkeypatch):
