@@ -26,7 +26,7 @@ from collections import defaultdict
 import torch
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-from gpu_ssd import load_fla, make_inputs  # noqa: E402
+from gpu_ssd import env_set, load_fla, make_inputs  # noqa: E402
 
 
 def kernel_times(fn, calls=5):
@@ -208,22 +208,17 @@ def main():
         for v in args.variants:
             vname, _, spec = v.partition(":")
             env = dict(kv.split("=", 1) for kv in spec.split(";") if kv)
-            old = {k: os.environ.get(k) for k in env}
-            os.environ.update(env)
-            det = env.pop("DETERMINISTIC", None) == "1"
-            torch.use_deterministic_algorithms(det, warn_only=True)
-            try:
-                report(f"T={T} N={n} semisep[{vname}] fwd", lambda: ssd(x, None, B, C, dt=dt, A=A, D=D))
-                report(f"T={T} N={n} semisep[{vname}] fwd+bwd", lambda: torch.autograd.grad(
-                    ssd(xg, None, Bg, Cg, dt=dtg, A=A, D=D), (xg, dtg, Bg, Cg), gy),
-                    args.cprofile)
-            finally:
-                torch.use_deterministic_algorithms(False)
-                for k, val in old.items():
-                    if val is None:
-                        os.environ.pop(k, None)
-                    else:
-                        os.environ[k] = val
+            with env_set(env):
+                torch.use_deterministic_algorithms(env.get("DETERMINISTIC") == "1",
+                                                   warn_only=True)
+                try:
+                    report(f"T={T} N={n} semisep[{vname}] fwd",
+                           lambda: ssd(x, None, B, C, dt=dt, A=A, D=D))
+                    report(f"T={T} N={n} semisep[{vname}] fwd+bwd", lambda: torch.autograd.grad(
+                        ssd(xg, None, Bg, Cg, dt=dtg, A=A, D=D), (xg, dtg, Bg, Cg), gy),
+                        args.cprofile)
+                finally:
+                    torch.use_deterministic_algorithms(False)
         if args.fla:
             _, fused = load_fla()
             q = C.expand(b, T, h, n).contiguous()

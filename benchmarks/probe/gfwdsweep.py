@@ -22,6 +22,8 @@ from triton.experimental.gluon import language as gl
 from triton.experimental.gluon.language.nvidia.hopper import (
     fence_async_shared, mbarrier, tma, warpgroup_mma, warpgroup_mma_wait)
 
+from semisep.backends.triton.gluon_fwd import _chunk_rows
+
 
 @gluon.jit
 def _load_chunk(x_desc, dy_desc, b_desc, c_desc, bar, xs, dys, bs, cs, row, xcol, bcol,
@@ -44,7 +46,6 @@ def gfwdsweep_kernel(x_desc, dy_desc, b_desc, c_desc, st_desc, dec_ptr, etot_ptr
     grp = h // (H // G)
     BH = gl.num_programs(0)
     bh = (b * H + h).to(gl.int64)
-    TP = NC * Q
 
     mma: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
                                                   instr_shape=[16, 64, 16])
@@ -90,10 +91,7 @@ def gfwdsweep_kernel(x_desc, dy_desc, b_desc, c_desc, st_desc, dec_ptr, etot_ptr
     for c in range(NC):
         slot = c % STAGES
         t0 = c * Q
-        f = (gl.load(dec_ptr + bh * TP + t0 + rows_b)                      # dt exp(-l)
-             * gl.load(dec_ptr + (5 * BH + bh) * TP + t0 + rows_b))
-        e_in = gl.load(dec_ptr + (3 * BH + bh) * TP + t0 + rows)             # exp(l)
-        e_tot = gl.load(etot_ptr + bh * NC + c)                                # exp(l_end)
+        f, e_in, e_tot = _chunk_rows(dec_ptr, etot_ptr, bh, BH, NC, c, t0, rows_b, rows)
         mbarrier.wait(bars.index(slot), (c // STAGES) & 1)
         xs = x_s.index(slot)
         dys = dy_s.index(slot)

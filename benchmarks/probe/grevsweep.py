@@ -27,27 +27,14 @@ from triton.experimental.gluon import language as gl
 from triton.experimental.gluon.language.nvidia.hopper import (
     fence_async_shared, mbarrier, tma, warpgroup_mma, warpgroup_mma_wait)
 
+from gfwdsweep import _load_chunk
+
+from semisep.backends.triton.kernels import _kahan_add
+
 
 @gluon.jit
 def _add(a, b):
     return a + b
-
-
-@gluon.jit
-def _kahan(total, err, v):
-    y = v - err
-    t = total + y
-    return t, (t - total) - y
-
-
-@gluon.jit
-def _load_chunk(x_desc, dy_desc, b_desc, c_desc, bar, xs, dys, bs, cs, row, xcol, bcol,
-                nbytes: gl.constexpr):
-    mbarrier.expect(bar, nbytes)
-    tma.async_copy_global_to_shared(x_desc, [row, xcol], bar, xs)
-    tma.async_copy_global_to_shared(dy_desc, [row, xcol], bar, dys)
-    tma.async_copy_global_to_shared(b_desc, [row, bcol], bar, bs)
-    tma.async_copy_global_to_shared(c_desc, [row, bcol], bar, cs)
 
 
 @gluon.jit
@@ -183,8 +170,8 @@ def grevsweep_kernel(x_desc, dy_desc, b_desc, c_desc, st_desc, dx_desc, dec_ptr,
         tma.store_wait(pendings=0)              # the previous chunk's dx has left dx_s
         dx_s.store(dx.to(dtype))
         ddt = (xdx + A_h * dla) * sig
-        dA_acc, dA_err = _kahan(dA_acc, dA_err, gl.sum(dla * dtv, axis=0))
-        db_acc, db_err = _kahan(db_acc, db_err, gl.sum(ddt, axis=0))
+        dA_acc, dA_err = _kahan_add(dA_acc, dA_err, gl.sum(dla * dtv, axis=0))
+        db_acc, db_err = _kahan_add(db_acc, db_err, gl.sum(ddt, axis=0))
         gl.store(ddt_ptr + (row0 + t0 + rows).to(gl.int64) * H + h, ddt)
         dB = warpgroup_mma_wait(num_outstanding=1, deps=(dB,))
         dS = warpgroup_mma_wait(num_outstanding=0, deps=(dS,))

@@ -68,8 +68,8 @@ if gluon is not None:
 
     @gluon.jit
     def _factorable_g(etot_ptr, bh, NC, FACTOR_MIN: gl.constexpr):
-        """Whether every chunk of row ``bh`` of the chunk decays exceeds FACTOR_MIN (as
-        :func:`.decays._factorable`)."""
+        """Whether every chunk of row ``bh`` of the chunk decays exceeds FACTOR_MIN:
+        :func:`.decays._factorable`, whose ``tl.arange`` without a layout Gluon refuses."""
         lay: gl.constexpr = gl.BlockedLayout([8], [32], [4], [0])
         offs = gl.arange(0, 1024, layout=lay)
         row = etot_ptr + bh * NC
@@ -78,6 +78,17 @@ if gluon is not None:
             e = gl.load(row + c0 + offs, mask=c0 + offs < NC, other=1.0)
             least = gl.minimum(least, gl.min(e, axis=0))
         return least > FACTOR_MIN
+
+    @gluon.jit
+    def _chunk_rows(dec_ptr, etot_ptr, bh, BH, NC, c, t0, rows_x, rows_y):
+        """Chunk ``c``'s pre-pass rows (:func:`.decays._pre_rows`' arrays): ``dt exp(-l)``
+        at the positions ``t0 + rows_x``, ``exp(l)`` at ``t0 + rows_y`` (each in its
+        vector's layout) and ``exp(l_end)``."""
+        TP = NC * rows_x.shape[0]
+        f = (gl.load(dec_ptr + bh * TP + t0 + rows_x)
+             * gl.load(dec_ptr + (5 * BH + bh) * TP + t0 + rows_x))
+        e_in = gl.load(dec_ptr + (3 * BH + bh) * TP + t0 + rows_y)
+        return f, e_in, gl.load(etot_ptr + bh * NC + c)
 
     @gluon.jit
     def _chunks(x_desc, b_desc, c_desc, y_desc, dec_ptr, etot_ptr, hT_ptr, Dv, b, h, grp, pb,
@@ -92,7 +103,6 @@ if gluon is not None:
         blk: gl.constexpr = gl.BlockedLayout([1, 8], [32 // (P // 8), P // 8], [4, 1], [1, 0])
         dtype: gl.constexpr = x_desc.dtype
         sl: gl.constexpr = x_desc.layout
-        TP = NC * Q
 
         x_s = gl.allocate_shared_memory(dtype, [STAGES, Q, P], sl)
         b_s = gl.allocate_shared_memory(dtype, [STAGES, Q, N], b_desc.layout)
@@ -124,10 +134,7 @@ if gluon is not None:
         for c in range(NC):
             slot = c % STAGES
             t0 = c * Q
-            f = (gl.load(dec_ptr + bh * TP + t0 + rows_b)                  # dt exp(-l)
-                 * gl.load(dec_ptr + (5 * BH + bh) * TP + t0 + rows_b))
-            e_in = gl.load(dec_ptr + (3 * BH + bh) * TP + t0 + rows)         # exp(l)
-            e_tot = gl.load(etot_ptr + bh * NC + c)                            # exp(l_end)
+            f, e_in, e_tot = _chunk_rows(dec_ptr, etot_ptr, bh, BH, NC, c, t0, rows_b, rows)
             mbarrier.wait(bars.index(slot), (c // STAGES) & 1)
             xs = x_s.index(slot)
             bs = b_s.index(slot)
