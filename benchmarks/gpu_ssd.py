@@ -153,46 +153,68 @@ def ceilings():
 # checks
 # ---------------------------------------------------------------------------
 
+_GLUON_KERNELS = ("ssd_fwd_gluon_kernel", "ssd_bwd_fwdsweep_gluon_kernel",
+                  "ssd_bwd_revsweep_gluon_kernel")
+
+
 def gluon_checks(report):
-    """Section 1b of the checks: the forward's Gluon kernel (semisep/backends/triton/
-    gluon_fwd.py: sm_90, bf16, n = 64) against the Triton kernel and float64, with two groups
-    (s19 ran it with one) and p in two blocks; head 3 decays past FACTOR_MIN, so its programs
-    run the Triton kernel's exact loop beside the Gluon ones; two launches (the factored one
-    is Gluon's); the backward is the same either way."""
+    """Section 1b of the checks: the Gluon kernels (semisep/backends/triton/gluon_fwd.py,
+    gluon_bwd.py: sm_90, bf16) against the Triton kernels and float64, each case with and
+    without them (``SEMISEP_TRITON_GLUON``), two launches a sweep (the factored one is
+    Gluon's), head 3 decaying past FACTOR_MIN (its programs run the Triton kernels' exact
+    loops beside the Gluon ones), dt_bias with softplus and D. Cases: p = 128 (two p-blocks:
+    the forward's Gluon kernel, the Triton backward), p = 64 (every Gluon kernel), and
+    n = 128 with z (the backward's Gluon sweeps in two blocks of columns, the second adding
+    its dx, after the gate's pass; the Triton forward)."""
     from semisep.backends.triton import naive, ssd
-    b, T, h, p, g, n = 2, 4096, 8, 128, 2, 64
-    x, dt, A, B, C, D = make_inputs(b, T, h, p, g, n, torch.bfloat16, seed=4)
-    A[3] = -1e4
-    dtb = torch.randn(h, device="cuda") * 0.5
-    ins = [x, dt, A, B, C, D, dtb]
-    for t in ins:
-        t.requires_grad_(True)
-    kw = dict(dt=dt, A=A, D=D, dt_bias=dtb, dt_softplus=True)
-    gy = torch.randn(b, T, h, p, device="cuda")
-    runs = {}
-    for flag in ("1", "0"):
-        with env_set({"SEMISEP_TRITON_ONE_LAUNCH": "0", "SEMISEP_TRITON_GLUON": flag}):
-            with torch.profiler.profile(
-                    activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
-                y, hT = ssd(x, None, B, C, return_final_state=True, **kw)
-                torch.cuda.synchronize()
-            names = {e.key for e in prof.key_averages()}
-            runs[flag] = (y, hT, torch.autograd.grad((y.float() * gy).sum(), ins),
-                          any("ssd_fwd_gluon_kernel" in k for k in names))
-    yr, sr = naive.ssd_reference_chunked(x, None, B, C, **kw)
-    (y1, s1, g1, ran1), (y0, s0, g0, ran0) = runs["1"], runs["0"]
-    # the kernels launched (torch's profiler): Gluon's by default, not with the knob off
-    report("gluon kernel launched by default (0: yes)", float(not ran1), 0.5)
-    report("gluon kernel not launched when off (0: right)", float(ran0), 0.5)
-    report("gluon fwd y", rel(y1, yr), 5e-3)
-    report("gluon fwd final", rel(s1, sr), 5e-3)
-    # the same operations in the same order as the Triton kernel's factored loop: equal bit
-    # for bit in s19-8 (one group), where the profiler saw the Gluon kernel launched
-    report("gluon fwd y vs triton", rel(y1, y0), 1e-6)
-    report("gluon fwd final vs triton", rel(s1, s0), 1e-5)
-    report("gluon fwd grads vs triton", max(rel(a, c) for a, c in zip(g1, g0)), 1e-4)
-    del x, dt, A, B, C, D, dtb, y, hT, yr, sr, runs, y1, y0, g1, g0
-    torch.cuda.empty_cache()
+    for tag, (b, T, h, p, g, n), with_z, expect in [
+        ("p128", (2, 4096, 8, 128, 2, 64), False, (1, 0, 0)),
+        ("p64", (2, 4096, 8, 64, 2, 64), False, (1, 1, 1)),
+        ("n128 z", (2, 4096, 8, 64, 2, 128), True, (0, 1, 1)),
+    ]:
+        x, dt, A, B, C, D = make_inputs(b, T, h, p, g, n, torch.bfloat16, seed=4)
+        A[3] = -1e4
+        dtb = torch.randn(h, device="cuda") * 0.5
+        ins = [x, dt, A, B, C, D, dtb]
+        kw = dict(dt=dt, A=A, D=D, dt_bias=dtb, dt_softplus=True)
+        if with_z:
+            z = torch.randn(b, T, h, p, device="cuda").to(torch.bfloat16)
+            ins.append(z)
+            kw["z"] = z
+        for t in ins:
+            t.requires_grad_(True)
+        gy = torch.randn(b, T, h, p, device="cuda")
+        runs = {}
+        for flag in ("1", "0"):
+            with env_set({"SEMISEP_TRITON_ONE_LAUNCH": "0", "SEMISEP_TRITON_GLUON": flag}):
+                with torch.profiler.profile(
+                        activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
+                    y, hT = ssd(x, None, B, C, return_final_state=True, **kw)
+                    grads = torch.autograd.grad((y.float() * gy).sum(), ins)
+                    torch.cuda.synchronize()
+                names = {e.key for e in prof.key_averages()}
+                runs[flag] = (y, hT, grads,
+                              [any(k in nm for nm in names) for k in _GLUON_KERNELS])
+        yr, sr = naive.ssd_reference_chunked(x, None, B, C, **kw)
+        gref = torch.autograd.grad((yr * gy.double()).sum(), ins)
+        (y1, s1, g1, ran1), (y0, s0, g0, ran0) = runs["1"], runs["0"]
+        # the kernels launched (torch's profiler): where they apply by default, none when off
+        report(f"gluon {tag}: kernels launched as expected (0: yes)",
+               float([int(r) for r in ran1] != list(expect)), 0.5)
+        report(f"gluon {tag}: none launched when off (0: right)", float(any(ran0)), 0.5)
+        report(f"gluon {tag} y", rel(y1, yr), 5e-3)
+        report(f"gluon {tag} final", rel(s1, sr), 5e-3)
+        names = ["dx", "ddt", "dA", "dB", "dC", "dD", "ddt_bias", "dz"]
+        for nm, a, r in zip(names, g1, gref):
+            report(f"gluon {tag} {nm}", rel(a, r), 5e-3)
+        # the same operations in the same order as the Triton kernels' factored loops: the
+        # forward's y equal bit for bit in s19-8; the sums are atomic (in no fixed order)
+        report(f"gluon {tag} y vs triton", rel(y1, y0), 1e-6)
+        report(f"gluon {tag} final vs triton", rel(s1, s0), 1e-5)
+        for nm, a, c in zip(names, g1, g0):
+            report(f"gluon {tag} {nm} vs triton", rel(a, c), 1e-4)
+        del x, dt, A, B, C, D, dtb, ins, kw, y, hT, yr, sr, gref, runs, y1, y0, g1, g0, grads
+        torch.cuda.empty_cache()
 
 
 def checks(results, quick=False, late=False, gluon=False):
@@ -662,7 +684,7 @@ def main():
                     help="only the checks after the quick ones (2^31+ elements, torch.compile, "
                          "decode, the cached launch, the one-launch kernels)")
     ap.add_argument("--gluon-checks", action="store_true",
-                    help="only section 1b (the forward's Gluon kernel)")
+                    help="only section 1b (the Gluon kernels)")
     ap.add_argument("--Ns", default="64,128")
     ap.add_argument("--Ts", default="1024,2048,4096,8192,16384")
     ap.add_argument("--impls", default="mamba,fla,sdpa",

@@ -1,6 +1,6 @@
 """Compile the Gluon kernels for sm_90 here, without a GPU, and print what ptxas made of them.
 
-    PYTHONPATH=. /tmp/t36/bin/python benchmarks/probe/aot_gluon.py [fwd] [fwdsweep] [revsweep]
+    PYTHONPATH=. /tmp/t36/bin/python benchmarks/probe/aot_gluon.py [fwd] [fwdsweep] [revsweep] [revsweep_acc]
 
 (a Triton 3.6 venv: the device's version). Per kernel: registers, stack, shared memory, the
 number of wgmma (HGMMA) and of waits that leave products in flight (``DEPBAR.LE gsb0, 0x1+``)
@@ -17,8 +17,6 @@ from triton.backends.compiler import GPUTarget
 from triton.experimental.gluon import language as gl
 from triton.experimental.gluon._runtime import GluonASTSource
 
-sys.path.insert(0, os.path.dirname(__file__))
-
 BIN = os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin")
 LAY = gl.NVMMASharedLayout.get_default_for([64, 64], gl.bfloat16)
 DESC = f"tensordesc<bf16[64, 64],{LAY!r}>"
@@ -33,24 +31,26 @@ def _sig(descs, ptrs, ints, consts):
 
 
 def kernels():
-    from semisep.backends.triton import gluon_fwd
-    import gfwdsweep
-    import grevsweep
+    from semisep.backends.triton import gluon_bwd, gluon_fwd
     sweep = dict(Q=64, P=64, N=64, STAGES=2, HAS_D=True)
+    bwd = dict(Q=64, P=64, N=64, NT=int(os.environ.get('NT', 64)), STAGES=2, HAS_D=True)
+    fmin = dict(FACTOR_MIN=2.0 ** -64)
     return {
         "fwd": (gluon_fwd.ssd_fwd_gluon_kernel,
                 _sig(("x_desc", "b_desc", "c_desc", "y_desc"),
                      ("dec_ptr", "etot_ptr", "D_ptr", "hT_ptr"), ("T", "H", "G", "NC", "PT"),
-                     dict(Q=64, P=64, N=64, STAGES=2, HAS_D=True, FACTOR_MIN=2.0 ** -64)),
-                dict(Q=64, P=64, N=64, STAGES=2, HAS_D=True, FACTOR_MIN=2.0 ** -64)),
-        "fwdsweep": (gfwdsweep.gfwdsweep_kernel,
+                     dict(sweep, **fmin)), dict(sweep, **fmin)),
+        "fwdsweep": (gluon_bwd.ssd_bwd_fwdsweep_gluon_kernel,
                      _sig(("x_desc", "dy_desc", "b_desc", "c_desc", "st_desc"),
                           ("dec_ptr", "etot_ptr", "dC_ptr", "w_ptr", "dD_ptr"),
-                          ("T", "H", "G", "NC"), sweep), sweep),
-        "revsweep": (grevsweep.grevsweep_kernel,
-                     _sig(("x_desc", "dy_desc", "b_desc", "c_desc", "st_desc", "dx_desc"),
-                          ("dec_ptr", "etot_ptr", "w_ptr", "A_ptr", "D_ptr", "dB_ptr",
-                           "ddt_ptr", "dsum_ptr"), ("T", "H", "G", "NC"), sweep), sweep),
+                          ("T", "H", "G", "NC", "C0"), dict(bwd, **fmin)),
+                     dict(bwd, **fmin)),
+        **{name: (gluon_bwd.ssd_bwd_revsweep_gluon_kernel,
+                  _sig(("x_desc", "dy_desc", "b_desc", "c_desc", "st_desc", "dx_desc"),
+                       ("dec_ptr", "etot_ptr", "w_ptr", "A_ptr", "D_ptr", "dB_ptr",
+                        "ddt_ptr", "dsum_ptr"), ("T", "H", "G", "NC", "C0"),
+                       dict(bwd, ACC_DX=acc, **fmin)), dict(bwd, ACC_DX=acc, **fmin))
+           for name, acc in (("revsweep", False), ("revsweep_acc", True))},
     }
 
 

@@ -229,11 +229,39 @@ def eligible(x, B, C, D, z, h0, seq_idx, Q, fwd_opts, capability=None) -> bool:
 
 
 _LAYOUTS: dict = {}
-# compiled kernels by (device, the specializations of the non-descriptor arguments, HAS_D),
-# launched as CompiledKernel[grid] (which encodes the TMA descriptors): Gluon's JIT
-# path (its binder mangles each descriptor's type, layout included) cost the forward ~0.1 ms
-# of host time a call on the H200 (s19), which set the pace up to T = 8K
+# compiled kernels by (kernel, device, the specializations of the non-descriptor arguments,
+# the constants), launched as CompiledKernel[grid] (which encodes the TMA descriptors):
+# Gluon's JIT path (its binder mangles each descriptor's type, layout included) cost the
+# forward ~0.1 ms of host time a call on the H200 (s19), which set the pace up to T = 8K
 _COMPILED: dict = {}
+
+
+def _desc(t, rows, cols):
+    """A TMA descriptor of the contiguous bf16 ``t`` seen as (rows, cols), in (64, 64)
+    blocks."""
+    lay = _LAYOUTS.get("bf16")
+    if lay is None:
+        lay = _LAYOUTS["bf16"] = gl.NVMMASharedLayout.get_default_for([Q_GLUON, 64],
+                                                                      gl.bfloat16)
+    return TensorDescriptor(t.view(rows, cols), [rows, cols], [cols, 1], [Q_GLUON, 64], lay)
+
+
+def _launch(kernel, grid, args, descs, consts, device):
+    """Launch the Gluon ``kernel`` on ``grid`` (one warpgroup a program) with ``args``, the
+    first ``descs`` of them TMA descriptors, through its cached compiled kernel."""
+    if not triton.__version__.startswith(_TESTED):
+        # the compiled kernel's calling convention is checked for these versions only
+        kernel[grid](*args, **consts, num_warps=4)
+        return
+    key = (kernel.fn.__name__, device.index, _specs(args[descs:]), *consts.values())
+    compiled = _COMPILED.get(key)
+    if compiled is None:
+        compiled = kernel[grid](*args, **consts, num_warps=4)
+        if len(_COMPILED) >= MAX_ENTRIES:
+            _COMPILED.clear()
+        _COMPILED[key] = compiled
+    else:
+        compiled[grid](*args, *consts.values())
 
 
 def launch_fwd(x, B, C, D, dec, etot, y, hT):
@@ -241,30 +269,10 @@ def launch_fwd(x, B, C, D, dec, etot, y, hT):
     in x's dtype), with a ring of 2 chunks (3: no faster, 4: one CTA an SM, H200 s19)."""
     b, T, h, p = x.shape
     g, n = B.shape[2], B.shape[3]
-    lay = _LAYOUTS.get("bf16")
-    if lay is None:
-        lay = _LAYOUTS["bf16"] = gl.NVMMASharedLayout.get_default_for([Q_GLUON, 64],
-                                                                      gl.bfloat16)
     rows = b * T
-    blk = [Q_GLUON, 64]
-    args = (TensorDescriptor(x.view(rows, h * p), [rows, h * p], [h * p, 1], blk, lay),
-            TensorDescriptor(B.view(rows, g * n), [rows, g * n], [g * n, 1], blk, lay),
-            TensorDescriptor(C.view(rows, g * n), [rows, g * n], [g * n, 1], blk, lay),
-            TensorDescriptor(y.view(rows, h * p), [rows, h * p], [h * p, 1], blk, lay),
-            dec, etot, D if D is not None else hT, hT, T, h, g, T // Q_GLUON, p)
+    args = (_desc(x, rows, h * p), _desc(B, rows, g * n), _desc(C, rows, g * n),
+            _desc(y, rows, h * p), dec, etot, D if D is not None else hT, hT, T, h, g,
+            T // Q_GLUON, p)
     consts = dict(Q=Q_GLUON, P=64, N=n, STAGES=2, HAS_D=D is not None,
                   FACTOR_MIN=_FACTOR_MIN)
-    grid = (b * h * (p // 64), 1, 1)
-    if not triton.__version__.startswith(_TESTED):
-        # the compiled kernel's calling convention is checked for these versions only
-        ssd_fwd_gluon_kernel[grid](*args, **consts, num_warps=4)
-        return
-    key = (x.device.index, _specs(args[4:]), D is not None)
-    compiled = _COMPILED.get(key)
-    if compiled is None:
-        compiled = ssd_fwd_gluon_kernel[grid](*args, **consts, num_warps=4)
-        if len(_COMPILED) >= MAX_ENTRIES:
-            _COMPILED.clear()
-        _COMPILED[key] = compiled
-    else:
-        compiled[grid](*args, *consts.values())
+    _launch(ssd_fwd_gluon_kernel, (b * h * (p // 64), 1, 1), args, 4, consts, x.device)

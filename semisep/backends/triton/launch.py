@@ -8,7 +8,7 @@ import contextlib
 
 import torch
 
-from . import gluon_fwd
+from . import gluon_bwd, gluon_fwd
 from . import kernels as K
 from .config import (_cdiv, _even, _factor, _fast, _gram, _launch_opts, _launches, _pre,
                      _prec, _wide, knobs, pick_config, span_steps, state_block)
@@ -334,6 +334,9 @@ def _sweeps_bwd(dy, dhT, x, dtla, A, B, C, D, z, dt_bias, h0, seq_idx, has_dt, d
         dz = None
         if z is not None:
             dy, dz = _gate_bwd(dy, z, yu, ak)
+        # the factored sweeps in Gluon where they apply (sm_90, bf16, p = 64, ...)
+        glu = gluon_bwd.eligible(x, Bx, Cx, dy, st_dtype, D, h0, seq_idx, dhT, has_dt, Q,
+                                 spans, blocks, atomic)
         for j, (c0, width, fwd_opts, rev_opts) in enumerate(blocks):
             ins = (x, dtla, o(A), o(dt_bias), _from(Bx, c0), _from(Cx, c0), o(D))
             h0_j, ck_j = o(_from(h0, c0)), _from(ckpt, c0) if spans > 1 else d
@@ -346,6 +349,11 @@ def _sweeps_bwd(dy, dhT, x, dtla, A, B, C, D, z, dt_bias, h0, seq_idx, has_dt, d
                 key = ak if spans == 1 and j == 0 else (ak, j, k)
                 if T > 0:
                     for opts in fwd_opts:
+                        if glu and opts.kwargs["FACTORED"]:
+                            gluon_bwd.launch_fwdsweep(x, dy, Bx, Cx, c0, dec, etot, dC_j, w[0],
+                                                      grads.dD_of(k) if c0 == 0 else None,
+                                                      states)
+                            continue
                         launch(K.ssd_bwd_fwdsweep_kernel, grid, *ins, h0_j, ck_j,
                                o(seq_idx), dy, dec, etot, dC_j, w, o(grads.dD_of(k)), states,
                                T, h, g, p, width, n, c0k, c1k, per, k, slot,
@@ -359,6 +367,12 @@ def _sweeps_bwd(dy, dhT, x, dtla, A, B, C, D, z, dt_bias, h0, seq_idx, has_dt, d
                     carry = torch.empty(b, h, p, n, **f32) if spans > 1 else None
                 if T > 0:
                     for opts in rev_opts:
+                        if glu and opts.kwargs["FACTORED"]:
+                            gluon_bwd.launch_revsweep(
+                                x, dy, Bx, Cx, c0, dec, etot, states, w[0], A,
+                                D if c0 == 0 else None, dx, dB_j,
+                                _from(ddt, j * npb * b * T * h), grads.sums_of(j, k))
+                            continue
                         launch(K.ssd_bwd_revsweep_kernel, grid, *ins, o(seq_idx),
                                dy, o(_from(dhT, c0)),
                                o(_from(carry, c0)), dec, etot, states, w, dx, dB_j,
