@@ -35,7 +35,8 @@ bf16, 0.956 / 1.412 ms against 1.161 / 1.606 for the Triton kernels' two launche
 results within 1.4e-7 (dx 1.1e-5: the atomic sums' order).
 
 Where (:func:`eligible`): sm_90, bf16 inputs, dy and stored states, p = 64, chunks of 64, T a
-multiple of 64, blocks of 64 of the state's columns (n a multiple of 64), one span, no initial
+multiple of 64, calls of at least ``AT_LEAST`` = 2^27 (b h T n; smaller ones are bound by the
+host) with b h T and T g n below 2^31 (the kernels' int32 row offsets), blocks of 64 of the state's columns (n a multiple of 64), one span, no initial
 state or its gradient, no d(final state), no seq_idx, dt given (with or without its bias and
 softplus), D per head or none, atomic sums (not under ``torch.use_deterministic_algorithms``)
 and calls launched as two kernels; ``SEMISEP_TRITON_GLUON=0`` turns it off with the forward's.
@@ -49,17 +50,23 @@ from __future__ import annotations
 import torch
 
 from .config import _env, _interpret
-from .gluon_fwd import _capability, _desc, _launch, gluon
+from .gluon_fwd import gluon
+from .gluon_launch import capability as device_capability
+from .gluon_launch import launch
 
 if gluon is not None:
     from triton.experimental.gluon import language as gl
     from triton.experimental.gluon.language.nvidia.hopper import (
         fence_async_shared, mbarrier, tma, warpgroup_mma, warpgroup_mma_wait)
 
-    from .gluon_fwd import _chunk_rows, _factorable_g, _tma_load, _tma_store
+    from .gluon_fwd import _barrier, _chunk_rows, _factorable_g, _tma_load, _tma_store
     from .kernels import _kahan_add
 
 _FACTOR_MIN = 2.0 ** -64     # decays.FACTOR_MIN
+# the smallest call (b h T n) given to these kernels: below, a forward and backward is bound
+# by the host, where they save nothing and their launches cost more (H200 s22-3, N = 64,
+# T = 4K: host 1.02 ms against a device time of 0.77; the Triton kernels' 0.94 / 0.90)
+AT_LEAST = 2 ** 27
 
 
 if gluon is not None:
@@ -289,7 +296,7 @@ if gluon is not None:
             cv_s.store((cs.load(blk).to(gl.float32) * e_in_b[:, None]).to(dtype))
             mbarrier.wait(si_bar, i & 1)
             cross = gl.sum(gl.sum(dS * si_s.load(mma).to(gl.float32), axis=1), axis=0) * e_tot
-            gl.thread_barrier()                     # every thread has read S_in: the next one
+            _barrier()                              # every thread has read S_in: the next one
             if i + 1 < NC:
                 mbarrier.expect(si_bar, 2 * P * N)
                 _tma_load(st_desc, [srow0 + (c - 1) * P, 0], si_bar, si_s)
@@ -382,7 +389,9 @@ def eligible(x, B, C, dy, st_dtype, D, h0, seq_idx, dhT, has_dt, Q, spans, block
     b, T, h, p = x.shape
     if not (x.is_cuda and x.dtype == torch.bfloat16 and B.dtype == torch.bfloat16
             and dy.dtype == torch.bfloat16 and st_dtype == torch.bfloat16 and p == 64
-            and Q == 64 and T % 64 == 0 and T > 0 and spans == 1 and atomic and has_dt
+            and Q == 64 and T % 64 == 0 and b * h * T * B.shape[3] >= AT_LEAST
+            and b * h * T < 2 ** 31 and T * B.shape[2] * B.shape[3] < 2 ** 31    # int32 offsets
+            and spans == 1 and atomic and has_dt
             and h0 is None and dhT is None and seq_idx is None
             and (D is None or D.dim() == 1)):
         return False
@@ -395,7 +404,7 @@ def eligible(x, B, C, dy, st_dtype, D, h0, seq_idx, dhT, has_dt, Q, spans, block
             return False
     if any(t.data_ptr() % 16 for t in (x, B, C, dy)):                   # TMA's alignment
         return False
-    return (capability or _capability(x.device)) == (9, 0)
+    return (capability or device_capability(x.device)) == (9, 0)
 
 
 def launch_fwdsweep(x, dy, B, C, c0, dec, etot, dC, w, dD, states):
@@ -406,12 +415,12 @@ def launch_fwdsweep(x, dy, B, C, c0, dec, etot, dC, w, dD, states):
     b, T, h, p = x.shape
     g, n = B.shape[2], B.shape[3]
     rows, nc = b * T, T // 64
-    args = (_desc(x, rows, h * p), _desc(dy, rows, h * p), _desc(B, rows, g * n),
-            _desc(C, rows, g * n), _desc(states, b * h * nc * p, 64), dec, etot, dC, w,
-            dD if dD is not None else w, T, h, g, nc, c0)
+    views = ((x, rows, h * p), (dy, rows, h * p), (B, rows, g * n), (C, rows, g * n),
+             (states, b * h * nc * p, 64))
+    args = (dec, etot, dC, w, dD if dD is not None else w, T, h, g, nc, c0)
     consts = dict(Q=64, P=64, N=64, NT=n, STAGES=2, HAS_D=dD is not None,
                   FACTOR_MIN=_FACTOR_MIN)
-    _launch(ssd_bwd_fwdsweep_gluon_kernel, (b * h, 1, 1), args, 5, consts, x.device)
+    launch(ssd_bwd_fwdsweep_gluon_kernel, (b * h, 1, 1), views, args, consts, x.device)
 
 
 def launch_revsweep(x, dy, B, C, c0, dec, etot, states, w, A, D, dx, dB, ddt, dsum):
@@ -422,9 +431,9 @@ def launch_revsweep(x, dy, B, C, c0, dec, etot, states, w, A, D, dx, dB, ddt, ds
     b, T, h, p = x.shape
     g, n = B.shape[2], B.shape[3]
     rows, nc = b * T, T // 64
-    args = (_desc(x, rows, h * p), _desc(dy, rows, h * p), _desc(B, rows, g * n),
-            _desc(C, rows, g * n), _desc(states, b * h * nc * p, 64), _desc(dx, rows, h * p),
-            dec, etot, w, A, D if D is not None else A, dB, ddt, dsum, T, h, g, nc, c0)
+    views = ((x, rows, h * p), (dy, rows, h * p), (B, rows, g * n), (C, rows, g * n),
+             (states, b * h * nc * p, 64), (dx, rows, h * p))
+    args = (dec, etot, w, A, D if D is not None else A, dB, ddt, dsum, T, h, g, nc, c0)
     consts = dict(Q=64, P=64, N=64, NT=n, STAGES=2, HAS_D=D is not None, ACC_DX=c0 > 0,
                   FACTOR_MIN=_FACTOR_MIN)
-    _launch(ssd_bwd_revsweep_gluon_kernel, (b * h, 1, 1), args, 6, consts, x.device)
+    launch(ssd_bwd_revsweep_gluon_kernel, (b * h, 1, 1), views, args, consts, x.device)

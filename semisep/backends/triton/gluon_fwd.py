@@ -32,17 +32,16 @@ check that its products stay asynchronous in the SASS (``tests/triton/test_gluon
 from __future__ import annotations
 
 import torch
-import triton
 
 from .config import _env, _interpret
-from .fastlaunch import _TESTED, MAX_ENTRIES, _specs
+from .gluon_launch import capability as device_capability
+from .gluon_launch import launch
 
 try:
     from triton.experimental import gluon
     from triton.experimental.gluon import language as gl
     from triton.experimental.gluon.language.nvidia.hopper import (
         fence_async_shared, mbarrier, tma, warpgroup_mma, warpgroup_mma_wait)
-    from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
 except ImportError:     # a Triton without Gluon's Hopper API: the Triton kernels only
     gluon = None
 
@@ -53,8 +52,10 @@ _FACTOR_MIN = 2.0 ** -64     # decays.FACTOR_MIN
 
 if gluon is not None:
     # Triton 3.9 renamed the TMA copies (3.6: async_copy_global_to_shared / _shared_to_global)
+    # and the CTA's barrier (3.6: thread_barrier)
     _tma_load = getattr(tma, "async_load", None) or tma.async_copy_global_to_shared
     _tma_store = getattr(tma, "async_store", None) or tma.async_copy_shared_to_global
+    _barrier = getattr(gl, "thread_barrier", None) or gl.barrier
 
     @gluon.jit
     def _load_chunk(x_desc, b_desc, c_desc, bar, xs, bs, cs, row, xcol, bcol,
@@ -197,17 +198,6 @@ if gluon is not None:
                     STAGES, HAS_D)
 
 
-_CAPABILITY: dict = {}
-
-
-def _capability(device: torch.device):
-    """The device's compute capability (cached: ~5 us a query)."""
-    cap = _CAPABILITY.get(device.index)
-    if cap is None:
-        cap = _CAPABILITY[device.index] = torch.cuda.get_device_capability(device)
-    return cap
-
-
 def eligible(x, B, C, D, z, h0, seq_idx, Q, fwd_opts, capability=None) -> bool:
     """Whether a forward's factored launch runs this kernel (module docstring): x, B, C as the
     launcher passes them (contiguous, B and C in x's dtype), ``fwd_opts`` the Triton launches
@@ -225,43 +215,7 @@ def eligible(x, B, C, D, z, h0, seq_idx, Q, fwd_opts, capability=None) -> bool:
         return False
     if x.data_ptr() % 16 or B.data_ptr() % 16 or C.data_ptr() % 16:     # TMA's alignment
         return False
-    return (capability or _capability(x.device)) == (9, 0)
-
-
-_LAYOUTS: dict = {}
-# compiled kernels by (kernel, device, the specializations of the non-descriptor arguments,
-# the constants), launched as CompiledKernel[grid] (which encodes the TMA descriptors):
-# Gluon's JIT path (its binder mangles each descriptor's type, layout included) cost the
-# forward ~0.1 ms of host time a call on the H200 (s19), which set the pace up to T = 8K
-_COMPILED: dict = {}
-
-
-def _desc(t, rows, cols):
-    """A TMA descriptor of the contiguous bf16 ``t`` seen as (rows, cols), in (64, 64)
-    blocks."""
-    lay = _LAYOUTS.get("bf16")
-    if lay is None:
-        lay = _LAYOUTS["bf16"] = gl.NVMMASharedLayout.get_default_for([Q_GLUON, 64],
-                                                                      gl.bfloat16)
-    return TensorDescriptor(t.view(rows, cols), [rows, cols], [cols, 1], [Q_GLUON, 64], lay)
-
-
-def _launch(kernel, grid, args, descs, consts, device):
-    """Launch the Gluon ``kernel`` on ``grid`` (one warpgroup a program) with ``args``, the
-    first ``descs`` of them TMA descriptors, through its cached compiled kernel."""
-    if not triton.__version__.startswith(_TESTED):
-        # the compiled kernel's calling convention is checked for these versions only
-        kernel[grid](*args, **consts, num_warps=4)
-        return
-    key = (kernel.fn.__name__, device.index, _specs(args[descs:]), *consts.values())
-    compiled = _COMPILED.get(key)
-    if compiled is None:
-        compiled = kernel[grid](*args, **consts, num_warps=4)
-        if len(_COMPILED) >= MAX_ENTRIES:
-            _COMPILED.clear()
-        _COMPILED[key] = compiled
-    else:
-        compiled[grid](*args, *consts.values())
+    return (capability or device_capability(x.device)) == (9, 0)
 
 
 def launch_fwd(x, B, C, D, dec, etot, y, hT):
@@ -270,9 +224,8 @@ def launch_fwd(x, B, C, D, dec, etot, y, hT):
     b, T, h, p = x.shape
     g, n = B.shape[2], B.shape[3]
     rows = b * T
-    args = (_desc(x, rows, h * p), _desc(B, rows, g * n), _desc(C, rows, g * n),
-            _desc(y, rows, h * p), dec, etot, D if D is not None else hT, hT, T, h, g,
-            T // Q_GLUON, p)
+    views = ((x, rows, h * p), (B, rows, g * n), (C, rows, g * n), (y, rows, h * p))
+    args = (dec, etot, D if D is not None else hT, hT, T, h, g, T // Q_GLUON, p)
     consts = dict(Q=Q_GLUON, P=64, N=n, STAGES=2, HAS_D=D is not None,
                   FACTOR_MIN=_FACTOR_MIN)
-    _launch(ssd_fwd_gluon_kernel, (b * h * (p // 64), 1, 1), args, 4, consts, x.device)
+    launch(ssd_fwd_gluon_kernel, (b * h * (p // 64), 1, 1), views, args, consts, x.device)
