@@ -10,7 +10,8 @@ Nothing heavy happens at import: torch, triton and the kernels load on first use
 * :mod:`.naive` - float64 torch references of the same semantics.
 
 Inside: :mod:`.kernels` (the math and the sweeps), :mod:`.decays` and :mod:`.tiles` (their
-jit helpers), :mod:`.gluon_fwd` (the forward's factored loop in Gluon, on sm_90),
+jit helpers), :mod:`.gluon_fwd` and :mod:`.gluon_bwd` (the forward's factored loop and
+the backward's factored sweeps in Gluon, on sm_90), :mod:`.gluon_launch` (their launches),
 :mod:`.gate` (the z gate's sigmoid and backward pass), :mod:`.launch` (the launchers),
 :mod:`.fastlaunch` (their cache of compiled kernels), :mod:`.config` (block sizes, knobs)
 and :mod:`.ops` (checks, autograd, the torch.library ops, the public functions).
