@@ -17,6 +17,14 @@ from semisep.backends.triton import gluon_launch as GL
 
 pytestmark = pytest.mark.skipif(GL.gl is None, reason="this Triton has no Gluon Hopper API")
 
+class _Compiled(SimpleNamespace):
+    """A stand-in compiled kernel: ``compiled[grid](*args)`` (Triton's Python launcher)
+    records its arguments in ``python_calls``."""
+
+    def __getitem__(self, grid):
+        return lambda *args: self.python_calls.append(args)
+
+
 META = dict(swizzle=3, elem_size=2, elem_type=10, block_size=[64, 64], fp4_padded=False)
 
 
@@ -38,7 +46,7 @@ def _compiled(ndesc=2, metas=None, scratch=0, names=("launcher", "tensordesc_ind
     wrapper = scope["outer"](*free.values())
     run = SimpleNamespace(launch=wrapper, global_scratch_size=scratch, profile_scratch_size=0,
                           launch_cooperative_grid=False, launch_pdl=False)
-    return SimpleNamespace(_run=run, function=1234, packed_metadata="meta"), got
+    return _Compiled(_run=run, function=1234, packed_metadata="meta", python_calls=[]), got
 
 
 @pytest.fixture
@@ -100,3 +108,63 @@ def test_refuses_a_launcher_without_a_wrapper(fills):
     compiled, _ = _compiled()
     compiled._run.launch = print                # a builtin: no closure
     assert GL._direct(compiled, 2) is None
+
+
+class _Kernel:
+    """A stand-in Gluon kernel: ``kernel[grid](*args, **kw)`` (the JIT) records its
+    arguments and returns the compiled kernel of ``_compiled``."""
+
+    def __init__(self, ndesc):
+        self.fn = SimpleNamespace(__name__="stand_in_kernel")
+        self.compiled, self.c_calls = _compiled(ndesc=ndesc)
+        self.jit_calls = []
+
+    def __getitem__(self, grid):
+        def jit(*args, **kw):
+            self.jit_calls.append((args, kw))
+            return self.compiled
+        return jit
+
+
+@pytest.fixture
+def launching(fills, monkeypatch):
+    """launch() from an empty cache, with descriptors as tuples, on 'Triton 3.6'."""
+    monkeypatch.setattr(GL, "_COMPILED", {})
+    monkeypatch.setattr(GL, "descriptor", lambda t, rows, cols: ("desc", rows, cols))
+    monkeypatch.setattr(triton, "__version__", "3.6.0")
+    return monkeypatch
+
+
+def test_launch_compiles_once_then_launches_directly(launching):
+    kernel = _Kernel(ndesc=1)
+    t = torch.zeros(128, 64)
+    dev = SimpleNamespace(index=0)
+    for _ in range(3):
+        GL.launch(kernel, (4, 1, 1), ((t, 128, 64),), (5, 64), dict(Q=64, HAS_D=True), dev)
+    # the first call through the JIT (descriptors as objects, constants by name), the others
+    # through the C launcher (constants in order after the other arguments)
+    assert kernel.jit_calls == [((("desc", 128, 64), 5, 64),
+                                 dict(Q=64, HAS_D=True, num_warps=4))]
+    assert [c[13:] for c in kernel.c_calls] == [(("map", 1), 128, 64, 64, 1, 5, 64, 64, True)] * 2
+    # a key per specialization: an argument that 16 no longer divides compiles again
+    GL.launch(kernel, (4, 1, 1), ((t, 128, 64),), (5, 63), dict(Q=64, HAS_D=True), dev)
+    assert len(kernel.jit_calls) == 2
+
+
+def test_launch_without_a_direct_launcher(launching):
+    kernel = _Kernel(ndesc=1)
+    kernel.compiled._run.global_scratch_size = 16          # _direct refuses it
+    t = torch.zeros(128, 64)
+    for _ in range(2):
+        GL.launch(kernel, (4, 1, 1), ((t, 128, 64),), (5,), dict(Q=64), SimpleNamespace(index=0))
+    assert len(kernel.jit_calls) == 1 and kernel.c_calls == []
+    assert kernel.compiled.python_calls == [(("desc", 128, 64), 5, 64)]
+
+
+def test_launch_on_other_tritons_takes_the_jit_path(launching):
+    launching.setattr(triton, "__version__", "3.7.0")
+    kernel = _Kernel(ndesc=1)
+    t = torch.zeros(128, 64)
+    for _ in range(2):
+        GL.launch(kernel, (4, 1, 1), ((t, 128, 64),), (5,), dict(Q=64), SimpleNamespace(index=0))
+    assert len(kernel.jit_calls) == 2 and GL._COMPILED == {} and kernel.c_calls == []
