@@ -132,6 +132,8 @@ def launching(fills, monkeypatch):
     monkeypatch.setattr(GL, "_COMPILED", {})
     monkeypatch.setattr(GL, "descriptor", lambda t, rows, cols: ("desc", rows, cols))
     monkeypatch.setattr(triton, "__version__", "3.6.0")
+    monkeypatch.delenv("TRITON_INTERPRET", raising=False)
+    monkeypatch.delenv("SEMISEP_TRITON_FAST_LAUNCH", raising=False)
     return monkeypatch
 
 
@@ -168,3 +170,23 @@ def test_launch_on_other_tritons_takes_the_jit_path(launching):
     for _ in range(2):
         GL.launch(kernel, (4, 1, 1), ((t, 128, 64),), (5,), dict(Q=64), SimpleNamespace(index=0))
     assert len(kernel.jit_calls) == 2 and GL._COMPILED == {} and kernel.c_calls == []
+
+
+def test_launch_hooks_take_tritons_launcher(launching):
+    from triton import knobs
+
+    kernel = _Kernel(ndesc=1)
+    t = torch.zeros(128, 64)
+    GL.launch(kernel, (4, 1, 1), ((t, 128, 64),), (5,), dict(Q=64), SimpleNamespace(index=0))
+    launching.setattr(knobs.runtime.launch_enter_hook, "calls", [print])
+    GL.launch(kernel, (4, 1, 1), ((t, 128, 64),), (5,), dict(Q=64), SimpleNamespace(index=0))
+    assert kernel.c_calls == [] and len(kernel.compiled.python_calls) == 1
+
+
+def test_fast_launch_off_takes_the_jit_path(launching):
+    launching.setenv("SEMISEP_TRITON_FAST_LAUNCH", "0")
+    kernel = _Kernel(ndesc=1)
+    t = torch.zeros(128, 64)
+    for _ in range(2):
+        GL.launch(kernel, (4, 1, 1), ((t, 128, 64),), (5,), dict(Q=64), SimpleNamespace(index=0))
+    assert len(kernel.jit_calls) == 2 and GL._COMPILED == {}

@@ -11,7 +11,9 @@ device queries, hooks, scratch, its descriptor wrapper) and the descriptor objec
 ~0.14 ms a launch on the H200 (s22-2: the forward's host time 0.25 against 0.11 ms for the
 Triton kernel through :mod:`.fastlaunch`; s22-3, launched directly: 0.13 against 0.12), which
 set the pace of a forward and backward up to T = 4K. Where the compiled kernel is not as expected
-(a kernel with scratch memory, another Triton), ``CompiledKernel[grid]`` launches it.
+(a kernel with scratch memory), or where launch hooks are set (a profiler's),
+``CompiledKernel[grid]`` launches it; on other Tritons, or with
+``SEMISEP_TRITON_FAST_LAUNCH=0``, every call goes through Gluon's JIT.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from __future__ import annotations
 import torch
 import triton
 
-from .fastlaunch import _TESTED, MAX_ENTRIES, _specs
+from .fastlaunch import MAX_ENTRIES, _enabled, _hooked, _specs
 
 try:
     from triton.backends.nvidia.driver import TMA_DTYPE_DEVICE_TO_HOST
@@ -105,11 +107,15 @@ def launch(kernel, grid, views, args, consts, device):
     """Launch the Gluon ``kernel`` on ``grid`` (one warpgroup a program): its TMA descriptors
     of ``views`` (``(tensor, rows, cols)`` each, bf16, contiguous, 16-byte aligned), then
     ``args``, then the constexprs ``consts`` (in the kernel's order), on ``device``."""
-    if not triton.__version__.startswith(_TESTED):
-        # the compiled kernel's calling convention is checked for these versions only
+    if not _enabled():
+        # the compiled kernel's calling convention is checked for fastlaunch._TESTED only
+        # (and SEMISEP_TRITON_FAST_LAUNCH=0 turns the cache off, as for the Triton kernels)
         kernel[grid](*[descriptor(*v) for v in views], *args, **consts, num_warps=4)
         return
-    key = (kernel.fn.__name__, device.index, _specs(args), *consts.values())
+    from triton import knobs    # here: triton.knobs is not in every Triton version
+
+    key = (kernel.fn.__name__, device.index, _specs(args), *consts.values(),
+           knobs.runtime.debug, knobs.compilation.instrumentation_mode)
     hit = _COMPILED.get(key)
     if hit is None:
         compiled = kernel[grid](*[descriptor(*v) for v in views], *args, **consts,
@@ -119,7 +125,7 @@ def launch(kernel, grid, views, args, consts, device):
         _COMPILED[key] = (compiled, _direct(compiled, len(views)))
         return
     compiled, run = hit
-    if run is not None:
+    if run is not None and not _hooked(knobs):       # launch hooks: Triton's launcher
         run(grid, device.index, views, (*args, *consts.values()))
     else:
         compiled[grid](*[descriptor(*v) for v in views], *args, *consts.values())
