@@ -36,13 +36,16 @@ results within 1.4e-7 (dx 1.1e-5: the atomic sums' order).
 
 Where (:func:`eligible`): sm_90, bf16 inputs, dy and stored states, p = 64, chunks of 64, T a
 multiple of 64, calls of at least ``AT_LEAST`` = 2^27 (b h T n; smaller ones are bound by the
-host) with b h T and T g n below 2^31 (the kernels' int32 row offsets), blocks of 64 of the state's columns (n a multiple of 64), one span, no initial
-state or its gradient, no d(final state), no seq_idx, dt given (with or without its bias and
-softplus), D per head or none, atomic sums (not under ``torch.use_deterministic_algorithms``)
-and calls launched as two kernels; ``SEMISEP_TRITON_GLUON=0`` turns it off with the forward's.
-The interpreter cannot run Gluon: the CPU tests compile both kernels for sm_90 and check
-their SASS (``tests/triton/test_gluon_bwd.py``); ``benchmarks/gpu_ssd.py --gluon-checks``
-holds them to the Triton kernels and to float64 on the GPU.
+host) with b h T and T g n below 2^31 (the kernels' int32 row offsets), blocks of 64 of the
+state's columns (n a multiple of 64), one span, no initial state or its gradient, no d(final
+state), no seq_idx, dt given (with or without its bias and softplus), D per head or none,
+atomic sums (not under ``torch.use_deterministic_algorithms``) and calls launched as two
+kernels; ``SEMISEP_TRITON_GLUON=0`` turns it off with the forward's. The interpreter cannot
+run Gluon: the CPU tests hold the backward's launches to float64 twins of both kernels,
+written from this docstring, and compile both for sm_90 to check their SASS
+(``tests/triton/test_gluon_bwd.py``); ``benchmarks/gpu_ssd.py --gluon-checks`` holds them to
+the Triton kernels and to float64 on the GPU (H200 s22-4: dB, dC within 1.2e-5 of the Triton
+kernels', the rest equal; fwd+bwd at 16K 3.45 -> 2.98 ms at N = 64, 6.62 -> 5.81 at N = 128).
 """
 
 from __future__ import annotations
