@@ -19,6 +19,8 @@ from types import SimpleNamespace
 
 import pytest
 import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from semisep.backends.triton import gluon_bwd as GB
 
@@ -199,50 +201,56 @@ def rel(a, b):
     return ((a.double() - b.double()).norm() / b.double().norm().clamp_min(1e-300)).item()
 
 
-@pytest.mark.parametrize("n, gate", [(64, False), (128, True)])
-def test_backward_hands_them_the_factored_launches(monkeypatch, n, gate):
+@settings(max_examples=6, deadline=None)
+@given(n=st.sampled_from([64, 128]), T=st.sampled_from([64, 192]), p=st.sampled_from([8, 16]),
+       g=st.sampled_from([1, 2]), gate=st.booleans(), with_d=st.booleans(),
+       exact_head=st.booleans(), seed=st.integers(0, 100))
+def test_backward_hands_them_the_factored_launches(n, T, p, g, gate, with_d, exact_head, seed):
     """With :func:`eligible` true, the backward gives each block's factored launches to
     :func:`launch_fwdsweep` and :func:`launch_revsweep` (their float64 twins here) and runs
-    the Triton kernels' exact launches for the other heads (a head decaying past
-    FACTOR_MIN): every gradient matches float64. n = 128: two blocks of columns (dC and dB
-    from column 64, D's terms with the first, the second adding its dx); with z."""
+    the Triton kernels' exact launches for the other heads (one decaying past FACTOR_MIN
+    where drawn): every gradient matches float64. n = 128: two blocks of columns (dC and dB
+    from column 64, D's terms with the first, the second adding its dx); z and D as drawn."""
     from semisep.backends.triton import naive, ssd
 
-    monkeypatch.setenv("SEMISEP_TRITON_FAST", "1")
-    monkeypatch.setenv("SEMISEP_TRITON_ONE_LAUNCH", "0")
-    gen = torch.Generator().manual_seed(7)
-    b, T, h, p, g = 2, 192, 4, 16, 2
+    b, h = 2, 4
+    gen = torch.Generator().manual_seed(seed)
     x = torch.randn(b, T, h, p, generator=gen)
     dt = torch.rand(b, T, h, generator=gen) * 0.5
     A = -torch.rand(h, generator=gen) - 0.1
-    A[1] = -1e4                                  # past FACTOR_MIN in every chunk: exact
+    if exact_head:
+        A[1] = -1e4                              # past FACTOR_MIN in every chunk: exact
     B = torch.randn(b, T, g, n, generator=gen)
     C = torch.randn(b, T, g, n, generator=gen)
-    D = torch.randn(h, generator=gen)
+    D = torch.randn(h, generator=gen) if with_d else None
     dtb = torch.randn(h, generator=gen) * 0.3
     z = torch.randn(b, T, h, p, generator=gen) if gate else None
-    ins = [x, dt, A, B, C, D, dtb] + ([z] if gate else [])
+    ins = [t for t in (x, dt, A, B, C, D, dtb, z) if t is not None]
     for t in ins:
         t.requires_grad_(True)
     kw = dict(dt=dt, A=A, D=D, dt_bias=dtb, dt_softplus=True, z=z)
     gy = torch.randn(b, T, h, p, generator=gen)
     calls = []
-    monkeypatch.setattr(GB, "eligible", lambda *a, **k: True)
-    monkeypatch.setattr(GB, "launch_fwdsweep", lambda *a: _twin_fwdsweep(*a, calls))
-    monkeypatch.setattr(GB, "launch_revsweep", lambda *a: _twin_revsweep(*a, calls))
-    y = ssd(x, None, B, C, chunk_size=64, **kw)
-    got = torch.autograd.grad((y * gy).sum(), ins)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("SEMISEP_TRITON_FAST", "1")
+        mp.setenv("SEMISEP_TRITON_ONE_LAUNCH", "0")
+        mp.setattr(GB, "eligible", lambda *a, **k: True)
+        mp.setattr(GB, "launch_fwdsweep", lambda *a: _twin_fwdsweep(*a, calls))
+        mp.setattr(GB, "launch_revsweep", lambda *a: _twin_revsweep(*a, calls))
+        y = ssd(x, None, B, C, chunk_size=64, **kw)
+        got = torch.autograd.grad((y * gy).sum(), ins)
     yr, _ = naive.ssd_reference_chunked(x, None, B, C, **kw)
     want = torch.autograd.grad((yr * gy.double()).sum(), ins)
     firsts = list(range(0, n, 64))
-    assert [(kind, c0, first) for kind, c0, first, *_ in calls] == [
-        (kind, c0, c0 == 0) for c0 in firsts for kind in ("fwd", "rev")]
+    assert [(kind, c0, first and with_d) for kind, c0, first, *_ in calls] == [
+        (kind, c0, c0 == 0 and with_d) for c0 in firsts for kind in ("fwd", "rev")]
     if n == 128:
         # the second block's dC and dB 64 columns on (fp32), its dt gradient partial after
         # the first's
         assert calls[2][3] - calls[0][3] == calls[3][3] - calls[1][3] == 64 * 4
         assert calls[3][4] - calls[1][4] == b * T * h * 4
-    names = ["dx", "ddt", "dA", "dB", "dC", "dD", "ddt_bias", "dz"]
+    names = [nm for nm, t in zip(["dx", "ddt", "dA", "dB", "dC", "dD", "ddt_bias", "dz"],
+                                 (x, dt, A, B, C, D, dtb, z)) if t is not None]
     for name, a, r in zip(names, got, want):
         assert rel(a, r) < 1e-5, (name, rel(a, r))
 
