@@ -5,8 +5,11 @@ Skips the whole folder when triton is not installed.
 
 import importlib
 import importlib.util
+import json
 import os
+import subprocess
 import sys
+import tempfile
 
 import pytest
 
@@ -28,3 +31,24 @@ def triton_on_cpu(monkeypatch):
     monkeypatch.setenv("TRITON_INTERPRET", "1")
     monkeypatch.setenv("SEMISEP_TRITON_CPU", "1")
     yield
+
+
+@pytest.fixture
+def compiled_for_sm90():
+    """``run(script)``: the JSON of the last line ``script`` prints, run in a fresh
+    interpreter without ``TRITON_INTERPRET`` (under it Gluon's own jit helpers are
+    interpreted functions, which its compiler refuses) and with an empty Triton cache in
+    ``TRITON_CACHE_DIR``; skips the test where the script prints null (this Triton ships no
+    cuobjdump)."""
+    def run(script, timeout=600):
+        env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+        with tempfile.TemporaryDirectory() as cache:
+            env["TRITON_CACHE_DIR"] = cache
+            out = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True,
+                                 text=True, timeout=timeout)
+        assert out.returncode == 0, out.stderr[-3000:]
+        got = json.loads(out.stdout.strip().splitlines()[-1])
+        if got is None:
+            pytest.skip("this Triton ships no cuobjdump")
+        return got
+    return run

@@ -8,13 +8,8 @@ kernel: a wait for all of them after each would make it the Triton kernel's sche
 again).
 """
 
-import json
 import math
-import os
 import re
-import subprocess
-import sys
-import tempfile
 from types import SimpleNamespace
 
 import pytest
@@ -129,8 +124,7 @@ def test_interpreter_never_takes_it(monkeypatch):
     assert not _eligible()
 
 
-# compiled in a fresh interpreter: under TRITON_INTERPRET=1 (this folder's conftest) Gluon's
-# own jit helpers (gl.min, ...) are interpreted functions, which its compiler refuses
+# run by conftest's compiled_for_sm90 (a fresh interpreter, no TRITON_INTERPRET)
 _COMPILE = r"""
 import json, os, subprocess, sys, tempfile
 import triton
@@ -159,16 +153,8 @@ print(json.dumps([run("--dump-resource-usage"), run("-sass")]))
 
 
 @needs_gluon
-def test_compiles_for_sm90_with_asynchronous_products():
-    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
-    with tempfile.TemporaryDirectory() as cache:
-        env["TRITON_CACHE_DIR"] = cache
-        out = subprocess.run([sys.executable, "-c", _COMPILE], env=env, capture_output=True,
-                             text=True, timeout=300)
-    assert out.returncode == 0, out.stderr[-3000:]
-    got = json.loads(out.stdout.strip().splitlines()[-1])
-    if got is None:
-        pytest.skip("this Triton ships no cuobjdump")
+def test_compiles_for_sm90_with_asynchronous_products(compiled_for_sm90):
+    got = compiled_for_sm90(_COMPILE)
     usage, sass = got
     assert re.search(r"STACK:0\b", usage), usage
     # four products of four wgmma each a chunk; waits that leave some in flight

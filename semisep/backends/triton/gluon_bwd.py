@@ -54,7 +54,7 @@ from __future__ import annotations
 import torch
 
 from .config import _env, _interpret
-from .gluon_fwd import gluon
+from .gluon_fwd import _FACTOR_MIN, gluon
 from .gluon_launch import capability as device_capability
 from .gluon_launch import launch
 
@@ -65,8 +65,6 @@ if gluon is not None:
 
     from .gluon_fwd import _barrier, _chunk_rows, _factorable_g, _tma_load, _tma_store
     from .kernels import _kahan_add
-
-_FACTOR_MIN = 2.0 ** -64     # decays.FACTOR_MIN
 # the smallest call (b h T n) given to these kernels: below, a forward and backward is bound
 # by the host, where they save nothing and their launches cost more (H200 s22-3, N = 64,
 # T = 4K: host 1.02 ms against a device time of 0.77; the Triton kernels' 0.94 / 0.90)
@@ -74,6 +72,15 @@ AT_LEAST = 2 ** 27
 
 
 if gluon is not None:
+    # both sweeps' register layouts: a 64 x 64 tile of one warpgroup's wgmma accumulator, its
+    # row and column vectors, an operand A in registers, and a blocked tile for loads
+    _MMA = gl.constexpr(gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
+                                                  instr_shape=[16, 64, 16]))
+    _DOT_A = gl.constexpr(gl.DotOperandLayout(operand_index=0, parent=_MMA.value, k_width=2))
+    _BLK = gl.constexpr(gl.BlockedLayout([1, 8], [4, 8], [4, 1], [1, 0]))
+    _ROWS = gl.constexpr(gl.SliceLayout(1, _MMA.value))
+    _COLS = gl.constexpr(gl.SliceLayout(0, _MMA.value))
+
     @gluon.jit
     def _add(a, b):
         return a + b
@@ -95,12 +102,11 @@ if gluon is not None:
                          Q: gl.constexpr, P: gl.constexpr, N: gl.constexpr, NT: gl.constexpr,
                          STAGES: gl.constexpr, HAS_D: gl.constexpr):
         """The forward sweep's loop over the chunks of one program (module docstring)."""
-        mma: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
-                                                      instr_shape=[16, 64, 16])
-        dotA: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=mma, k_width=2)
-        blk: gl.constexpr = gl.BlockedLayout([1, 8], [4, 8], [4, 1], [1, 0])
-        rows_l: gl.constexpr = gl.SliceLayout(1, mma)
-        cols_l: gl.constexpr = gl.SliceLayout(0, mma)
+        mma: gl.constexpr = _MMA
+        dotA: gl.constexpr = _DOT_A
+        blk: gl.constexpr = _BLK
+        rows_l: gl.constexpr = _ROWS
+        cols_l: gl.constexpr = _COLS
         dtype: gl.constexpr = x_desc.dtype
         sl: gl.constexpr = x_desc.layout
 
@@ -213,12 +219,11 @@ if gluon is not None:
                          N: gl.constexpr, NT: gl.constexpr, STAGES: gl.constexpr,
                          HAS_D: gl.constexpr, ACC_DX: gl.constexpr):
         """The reverse sweep's loop over the chunks of one program (module docstring)."""
-        mma: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
-                                                      instr_shape=[16, 64, 16])
-        dotA: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=mma, k_width=2)
-        blk: gl.constexpr = gl.BlockedLayout([1, 8], [4, 8], [4, 1], [1, 0])
-        rows_l: gl.constexpr = gl.SliceLayout(1, mma)
-        cols_l: gl.constexpr = gl.SliceLayout(0, mma)
+        mma: gl.constexpr = _MMA
+        dotA: gl.constexpr = _DOT_A
+        blk: gl.constexpr = _BLK
+        rows_l: gl.constexpr = _ROWS
+        cols_l: gl.constexpr = _COLS
         vec: gl.constexpr = gl.BlockedLayout([1], [32], [4], [0])     # for the scans
         dtype: gl.constexpr = x_desc.dtype
         sl: gl.constexpr = x_desc.layout
