@@ -15,8 +15,9 @@ the next iteration's accumulator, so the Triton kernel waits for each of a chunk
 products before its next statement. Here ``C B^T`` and ``C S^T`` are issued, u is made and
 stored while they run, ``B^T u`` is issued, G is masked as soon as ``C B^T`` is done, and
 ``G u`` runs while the state is updated; x, B and C arrive by TMA into a ring of buffers and
-y leaves by TMA. H200 (benchmarks/NOTES.md, s19): 0.52 against 0.62 ms for the kernel at
-b=8, T=16K, h=32, p=64, n=64, bf16.
+y leaves by TMA; the decay rows are loaded two chunks ahead. H200 (benchmarks/NOTES.md, s19):
+0.52 against 0.62 ms for the kernel at b=8, T=16K, h=32, p=64, n=64, bf16; the rows ahead
+(s23): the forward 0.555 -> 0.50 ms with the pre-pass.
 
 Where (:func:`eligible`): a CUDA device of compute capability 9.0, bf16, n = 64, p a
 multiple of 64, chunks of 64 with T a multiple of 64, every program's chunks factorable or
@@ -81,11 +82,14 @@ if gluon is not None:
         return least > FACTOR_MIN
 
     @gluon.jit
-    def _chunk_rows(dec_ptr, etot_ptr, bh, BH, NC, c, t0, rows_x, rows_y):
+    def _chunk_rows(dec_ptr, etot_ptr, bh, BH, NC, c, rows_x, rows_y):
         """Chunk ``c``'s pre-pass rows (:func:`.decays._pre_rows`' arrays): ``dt exp(-l)``
-        at the positions ``t0 + rows_x``, ``exp(l)`` at ``t0 + rows_y`` (each in its
-        vector's layout) and ``exp(l_end)``."""
+        at the chunk's positions ``rows_x``, ``exp(l)`` at ``rows_y`` (each in its vector's
+        layout) and ``exp(l_end)``; the last chunk's for ``c >= NC`` (prefetches past the
+        end)."""
+        c = gl.minimum(c, NC - 1)
         TP = NC * rows_x.shape[0]
+        t0 = c * rows_x.shape[0]
         f = (gl.load(dec_ptr + bh * TP + t0 + rows_x)
              * gl.load(dec_ptr + (5 * BH + bh) * TP + t0 + rows_x))
         e_in = gl.load(dec_ptr + (3 * BH + bh) * TP + t0 + rows_y)
@@ -132,10 +136,16 @@ if gluon is not None:
         rows_b = gl.arange(0, Q, layout=gl.SliceLayout(1, blk))
         lower = (gl.arange(0, Q, layout=gl.SliceLayout(1, mmaq))[:, None]
                  >= gl.arange(0, Q, layout=gl.SliceLayout(0, mmaq))[None, :])
+        # the decay rows two chunks ahead: loaded where used, each chunk waited a DRAM
+        # latency for them (ncu s23-4: 13 % of the samples on one multiply of two of them)
+        fa, ea, ta = _chunk_rows(dec_ptr, etot_ptr, bh, BH, NC, 0, rows_b, rows)
+        fb, eb, tb = _chunk_rows(dec_ptr, etot_ptr, bh, BH, NC, 1, rows_b, rows)
         for c in range(NC):
             slot = c % STAGES
             t0 = c * Q
-            f, e_in, e_tot = _chunk_rows(dec_ptr, etot_ptr, bh, BH, NC, c, t0, rows_b, rows)
+            f, e_in, e_tot = fa, ea, ta
+            fa, ea, ta = fb, eb, tb
+            fb, eb, tb = _chunk_rows(dec_ptr, etot_ptr, bh, BH, NC, c + 2, rows_b, rows)
             mbarrier.wait(bars.index(slot), (c // STAGES) & 1)
             xs = x_s.index(slot)
             bs = b_s.index(slot)
