@@ -118,6 +118,17 @@ def _columns(t, shape):
     return t.as_strided((b, T, g, 64), (T * g * n, g * n, n, 1))
 
 
+def _factored_heads(e_tot, ran):
+    """The (b, h) pairs whose chunks all decay by more than FACTOR_MIN (the Gluon kernels'
+    programs; the exact launch runs the others), each appended to ``ran`` as it is given."""
+    b, h = e_tot.shape[:2]
+    for i in range(b):
+        for j in range(h):
+            if e_tot[i, j].min() > 2.0 ** -64:
+                ran.append((i, j))
+                yield i, j
+
+
 def _twin_fwdsweep(x, dy, B, C, c0, dec, etot, dC, w, dD, states, record):
     b, T, h, p = x.shape
     g = B.shape[2]
@@ -126,29 +137,25 @@ def _twin_fwdsweep(x, dy, B, C, c0, dec, etot, dC, w, dD, states, record):
     dCc = _columns(dC, B.shape)
     ran = []
     record.append(("fwd", c0, dD is not None, dC.data_ptr(), ran))
-    for i in range(b):
-        for j in range(h):
-            if e_tot[i, j].min() <= 2.0 ** -64:
-                continue                          # the exact launch's
-            ran.append((i, j))
-            k = j // (h // g)
-            S = torch.zeros(p, 64, dtype=torch.float64)
-            for c in range(nc):
-                t = slice(c * Q, (c + 1) * Q)
-                X, DY = x[i, t, j].double(), dy[i, t, j].double()
-                Bc, Cc = B[i, t, k, c0:c0 + 64].double(), C[i, t, k, c0:c0 + 64].double()
-                ei = e_in[i, j, t]
-                u = X * (dtv[i, j, t] * inv[i, j, t])[:, None]
-                states[i, j, c] = S.to(states.dtype)
-                G, M = Cc @ Bc.T, DY @ u.T
-                Pm = torch.tril(G * M, -1) * ei[:, None]
-                dyS = DY @ S
-                w.view(b, h, T)[i, j, t] = (ei * (dyS * Cc).sum(1) + Pm.sum(1)
-                                            - Pm.sum(0)).float()
-                dCc[i, t, k] += (ei[:, None] * (torch.tril(M) @ Bc + dyS)).float()
-                if dD is not None:
-                    dD[j] += (DY * X).sum().float()
-                S = e_tot[i, j, c] * (S + u.T @ Bc)
+    for i, j in _factored_heads(e_tot, ran):
+        k = j // (h // g)
+        S = torch.zeros(p, 64, dtype=torch.float64)
+        for c in range(nc):
+            t = slice(c * Q, (c + 1) * Q)
+            X, DY = x[i, t, j].double(), dy[i, t, j].double()
+            Bc, Cc = B[i, t, k, c0:c0 + 64].double(), C[i, t, k, c0:c0 + 64].double()
+            ei = e_in[i, j, t]
+            u = X * (dtv[i, j, t] * inv[i, j, t])[:, None]
+            states[i, j, c] = S.to(states.dtype)
+            G, M = Cc @ Bc.T, DY @ u.T
+            Pm = torch.tril(G * M, -1) * ei[:, None]
+            dyS = DY @ S
+            w.view(b, h, T)[i, j, t] = (ei * (dyS * Cc).sum(1) + Pm.sum(1)
+                                        - Pm.sum(0)).float()
+            dCc[i, t, k] += (ei[:, None] * (torch.tril(M) @ Bc + dyS)).float()
+            if dD is not None:
+                dD[j] += (DY * X).sum().float()
+            S = e_tot[i, j, c] * (S + u.T @ Bc)
 
 
 def _twin_revsweep(x, dy, B, C, c0, dec, etot, states, w, A, D, dx, dB, ddt, dsum, record):
@@ -160,40 +167,36 @@ def _twin_revsweep(x, dy, B, C, c0, dec, etot, states, w, A, D, dx, dB, ddt, dsu
     ran = []
     record.append(("rev", c0, D is not None, dB.data_ptr(), ddt.data_ptr(), ran))
     upper = torch.ones(Q, Q, dtype=torch.bool).triu()          # [j, i]: i >= j
-    for i in range(b):
-        for j in range(h):
-            if e_tot[i, j].min() <= 2.0 ** -64:
-                continue
-            ran.append((i, j))
-            k = j // (h // g)
-            dS = torch.zeros(p, 64, dtype=torch.float64)
-            for c in reversed(range(nc)):
-                t = slice(c * Q, (c + 1) * Q)
-                X, DY = x[i, t, j].double(), dy[i, t, j].double()
-                Bc, Cc = B[i, t, k, c0:c0 + 64].double(), C[i, t, k, c0:c0 + 64].double()
-                dt_, inv_, et = dtv[i, j, t], inv[i, j, t], e_tot[i, j, c]
-                xs, cv = X * dt_[:, None], Cc * e_in[i, j, t][:, None]
-                cross = et * (dS * states[i, j, c].double()).sum()
-                dsx = et * dS
-                st = Bc @ dsx.T
-                acc = torch.where(upper, Bc @ cv.T, 0.0) @ DY + st
-                d = acc * (inv_ * dt_)[:, None]
-                if D is not None:
-                    d = d + DY * D[j].double()
-                if c0 > 0:
-                    d = d + dx[i, t, j].double()
-                dx[i, t, j] = d.to(dx.dtype)
-                dBc[i, t, k] += ((torch.where(upper, xs @ DY.T, 0.0) @ cv + xs @ dsx)
-                                 * inv_[:, None]).float()
-                dS = DY.T @ cv + dsx
-                r2 = (X * st).sum(1) * (dt_ * inv_)
-                wc = w.view(b, h, T)[i, j, t].double()
-                suf = wc.flip(0).cumsum(0).flip(0) + (r2.cumsum(0) - r2)
-                dla = (suf + cross) * keep[i, j, t]
-                g_dt = ((acc * X).sum(1) * inv_ + A[j].double() * dla) * sig[i, j, t]
-                ddt.view(-1, b, T, h)[0, i, t, j] = g_dt.float()
-                dsum.view(-1)[j] += (dla * dt_).sum().float()        # dA's sums, then
-                dsum.view(-1)[h + j] += g_dt.sum().float()          # d dt_bias's
+    for i, j in _factored_heads(e_tot, ran):
+        k = j // (h // g)
+        dS = torch.zeros(p, 64, dtype=torch.float64)
+        for c in reversed(range(nc)):
+            t = slice(c * Q, (c + 1) * Q)
+            X, DY = x[i, t, j].double(), dy[i, t, j].double()
+            Bc, Cc = B[i, t, k, c0:c0 + 64].double(), C[i, t, k, c0:c0 + 64].double()
+            dt_, inv_, et = dtv[i, j, t], inv[i, j, t], e_tot[i, j, c]
+            xs, cv = X * dt_[:, None], Cc * e_in[i, j, t][:, None]
+            cross = et * (dS * states[i, j, c].double()).sum()
+            dsx = et * dS
+            st = Bc @ dsx.T
+            acc = torch.where(upper, Bc @ cv.T, 0.0) @ DY + st
+            d = acc * (inv_ * dt_)[:, None]
+            if D is not None:
+                d = d + DY * D[j].double()
+            if c0 > 0:
+                d = d + dx[i, t, j].double()
+            dx[i, t, j] = d.to(dx.dtype)
+            dBc[i, t, k] += ((torch.where(upper, xs @ DY.T, 0.0) @ cv + xs @ dsx)
+                             * inv_[:, None]).float()
+            dS = DY.T @ cv + dsx
+            r2 = (X * st).sum(1) * (dt_ * inv_)
+            wc = w.view(b, h, T)[i, j, t].double()
+            suf = wc.flip(0).cumsum(0).flip(0) + (r2.cumsum(0) - r2)
+            dla = (suf + cross) * keep[i, j, t]
+            g_dt = ((acc * X).sum(1) * inv_ + A[j].double() * dla) * sig[i, j, t]
+            ddt.view(-1, b, T, h)[0, i, t, j] = g_dt.float()
+            dsum.view(-1)[j] += (dla * dt_).sum().float()        # dA's sums, then
+            dsum.view(-1)[h + j] += g_dt.sum().float()          # d dt_bias's
 
 
 def rel(a, b):

@@ -154,7 +154,8 @@ if gluon is not None:
         dC_off = rows[:, None] * (G * NT) + gl.arange(0, N, layout=cols_l)[None, :]
         w_base = w_ptr + bh * T
 
-        # the decay rows a chunk ahead (loaded where used, each chunk waited a DRAM latency)
+        # the decay rows a chunk ahead (loaded where used they cost the forward a DRAM latency
+        # a chunk, ncu s23-4; this sweep's gain is in s23-6's figures with the reverse one's)
         fa, ea, ta = _chunk_rows(dec_ptr, etot_ptr, bh, BH, NC, 0, rows_b, rows)
         for c in range(NC):
             slot = c % STAGES
