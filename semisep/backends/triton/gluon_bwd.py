@@ -227,15 +227,19 @@ if gluon is not None:
                              gl.num_programs(0), T, H, G, NC, C0, Q, P, N, NT, STAGES, HAS_D)
 
     @gluon.jit
-    def _load_rows(dec_ptr, bh, BH, TP, t0, dtv, ein, bar):
-        """The pre-pass's rows of ``dt`` and ``exp(l)`` (rows 0 and 3 of ``dec``) at the
-        chunk's positions from ``t0`` into ``dtv``, ``ein`` (Q,) by asynchronous copies, each
-        thread's arriving on ``bar`` when its copies have landed (``bar`` counts one arrival
-        a thread)."""
-        pos = gl.arange(0, dtv.shape[0], layout=gl.BlockedLayout([1], [32], [gl.num_warps()],
-                                                                   [0]))
-        _cp_async(dtv, dec_ptr + bh * TP + t0 + pos)
-        _cp_async(ein, dec_ptr + (3 * BH + bh) * TP + t0 + pos)
+    def _load_rows(dec_ptr, w_ptr, bh, BH, TP, t0, rw, base, bar):
+        """The reverse sweep's rows at the chunk's positions from ``t0`` into ``rw``'s rows
+        ``base..base + 5`` by asynchronous copies: the pre-pass's dt, exp(l), exp(-l), keep and
+        sig (rows 0, 3, 5, 6, 7 of ``dec``) and the forward sweep's w, each thread's arriving on
+        ``bar`` when its copies have landed (``bar`` counts one arrival a thread)."""
+        pos = gl.arange(0, rw.shape[1], layout=gl.BlockedLayout([1], [32], [gl.num_warps()],
+                                                                  [0]))
+        _cp_async(rw.index(base), dec_ptr + bh * TP + t0 + pos)
+        _cp_async(rw.index(base + 1), dec_ptr + (3 * BH + bh) * TP + t0 + pos)
+        _cp_async(rw.index(base + 2), dec_ptr + (5 * BH + bh) * TP + t0 + pos)
+        _cp_async(rw.index(base + 3), dec_ptr + (6 * BH + bh) * TP + t0 + pos)
+        _cp_async(rw.index(base + 4), dec_ptr + (7 * BH + bh) * TP + t0 + pos)
+        _cp_async(rw.index(base + 5), w_ptr + bh * TP + t0 + pos)       # w is (b H, T = TP)
         async_copy.mbarrier_arrive(bar, increment_count=False)
 
     @gluon.jit
@@ -264,10 +268,10 @@ if gluon is not None:
         cv_s = gl.allocate_shared_memory(dtype, [Q, N], sl)          # bf16(e_in C)
         dsx_s = gl.allocate_shared_memory(dtype, [P, N], sl)         # bf16(exp(l_end) dS)
         dx_s = gl.allocate_shared_memory(dtype, [Q, P], dx_desc.layout)
-        # the chunk's rows of dt and exp(l) (its first stores take them) beside its tiles
-        rl: gl.constexpr = gl.SwizzledSharedLayout(1, 1, 1, [0])
-        dtv_s = gl.allocate_shared_memory(gl.float32, [STAGES, Q], rl)
-        ein_s = gl.allocate_shared_memory(gl.float32, [STAGES, Q], rl)
+        # the chunk's decay rows and w beside its tiles
+        R: gl.constexpr = 6                 # rows a chunk (_load_rows)
+        rw_s = gl.allocate_shared_memory(gl.float32, [STAGES * R, Q],
+                                         gl.SwizzledSharedLayout(1, 1, 1, [0]))
         bars = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
         for s in gl.static_range(STAGES):
             # the TMA's expect, and each thread's copies of the rows (_load_rows)
@@ -284,8 +288,7 @@ if gluon is not None:
         for s in gl.static_range(STAGES - 1):
             if s < NC:
                 c = NC - 1 - s
-                _load_rows(dec_ptr, bh, BH, TP, c * Q, dtv_s.index(s), ein_s.index(s),
-                           bars.index(s))
+                _load_rows(dec_ptr, w_ptr, bh, BH, TP, c * Q, rw_s, s * R, bars.index(s))
                 _load_chunk(x_desc, dy_desc, b_desc, c_desc, bars.index(s), x_s.index(s),
                             dy_s.index(s), b_s.index(s), c_s.index(s), row0 + c * Q, h * P,
                             bcol, nbytes)
@@ -310,6 +313,7 @@ if gluon is not None:
         dB_base = dB_ptr + (b.to(gl.int64) * T * G + grp) * NT
         dB_off = rows[:, None] * (G * NT) + gl.arange(0, N, layout=cols_l)[None, :]
 
+        e_tot_n = gl.load(etot_ptr + bh * NC + NC - 1)
         for i in range(NC):
             c = NC - 1 - i
             slot = i % STAGES
@@ -320,19 +324,16 @@ if gluon is not None:
                 tma.store_wait(pendings=0)
                 mbarrier.expect(dx_bar, 2 * Q * P)
                 _tma_load(dx_desc, [row0 + t0, h * P], dx_bar, dx_s)
-            dtv = gl.load(dec_ptr + bh * TP + t0 + rows)
-            inv = gl.load(dec_ptr + (5 * BH + bh) * TP + t0 + rows)
-            keep = gl.load(dec_ptr + (6 * BH + bh) * TP + t0 + rows)
-            sig = gl.load(dec_ptr + (7 * BH + bh) * TP + t0 + rows)
-            e_tot = gl.load(etot_ptr + bh * NC + c)
-            w = gl.load(w_ptr + bh * T + t0 + rows)
+            e_tot = e_tot_n
+            e_tot_n = gl.load(etot_ptr + bh * NC + gl.maximum(c - 1, 0))
             mbarrier.wait(bars.index(slot), (i // STAGES) & 1)
             xs_t = x_s.index(slot)
             dys = dy_s.index(slot)
             bs = b_s.index(slot)
             cs = c_s.index(slot)
-            dtv_b = dtv_s.index(slot).load(gl.SliceLayout(1, blk))
-            e_in_b = ein_s.index(slot).load(gl.SliceLayout(1, blk))
+            rb = slot * R
+            dtv_b = rw_s.index(rb).load(gl.SliceLayout(1, blk))
+            e_in_b = rw_s.index(rb + 1).load(gl.SliceLayout(1, blk))
             xs_s.store((xs_t.load(blk).to(gl.float32) * dtv_b[:, None]).to(dtype))
             cv_s.store((cs.load(blk).to(gl.float32) * e_in_b[:, None]).to(dtype))
             mbarrier.wait(si_bar, i & 1)
@@ -350,12 +351,14 @@ if gluon is not None:
             nxt = i + STAGES - 1
             if nxt < NC:
                 ns = nxt % STAGES
-                _load_rows(dec_ptr, bh, BH, TP, (NC - 1 - nxt) * Q, dtv_s.index(ns),
-                           ein_s.index(ns), bars.index(ns))
+                _load_rows(dec_ptr, w_ptr, bh, BH, TP, (NC - 1 - nxt) * Q, rw_s, ns * R,
+                           bars.index(ns))
                 _load_chunk(x_desc, dy_desc, b_desc, c_desc, bars.index(ns), x_s.index(ns),
                             dy_s.index(ns), b_s.index(ns), c_s.index(ns),
                             row0 + (NC - 1 - nxt) * Q, h * P, bcol, nbytes)
             Gt, st = warpgroup_mma_wait(num_outstanding=1, deps=(Gt, st))
+            dtv = rw_s.index(rb).load(rows_l)
+            inv = rw_s.index(rb + 2).load(rows_l)
             r2off = gl.sum(xs_t.load(mma).to(gl.float32) * st, axis=1) * (dtv * inv)
             WG = gl.convert_layout(gl.where(low_t, Gt, 0.0).to(dtype), dotA)
             acc = warpgroup_mma(WG, dys, st, is_async=True)
@@ -365,10 +368,11 @@ if gluon is not None:
             dB = warpgroup_mma(WM, cv_s, xd, is_async=True)
             dS = warpgroup_mma(dys.permute((1, 0)), cv_s, dS, is_async=True)
             r2v = gl.convert_layout(r2off, vec)
-            suf = (gl.associative_scan(gl.convert_layout(w, vec), 0, _add, reverse=True)
+            w = rw_s.index(rb + 5).load(vec)
+            suf = (gl.associative_scan(w, 0, _add, reverse=True)
                    + (gl.associative_scan(r2v, 0, _add) - r2v))
             suf = gl.convert_layout(suf, rows_l)
-            dla = (suf + cross) * keep
+            dla = (suf + cross) * rw_s.index(rb + 3).load(rows_l)
             acc = warpgroup_mma_wait(num_outstanding=2, deps=(acc,))
             xdx = gl.sum(acc * xs_t.load(mma).to(gl.float32), axis=1) * inv
             dx = acc * (inv * dtv)[:, None]
@@ -380,7 +384,7 @@ if gluon is not None:
             else:
                 tma.store_wait(pendings=0)          # the previous chunk's dx has left dx_s
             dx_s.store(dx.to(dtype))
-            ddt = (xdx + A_h * dla) * sig
+            ddt = (xdx + A_h * dla) * rw_s.index(rb + 4).load(rows_l)
             dA_acc, dA_err = _kahan_add(dA_acc, dA_err, gl.sum(dla * dtv, axis=0))
             db_acc, db_err = _kahan_add(db_acc, db_err, gl.sum(ddt, axis=0))
             gl.store(ddt_ptr + (row0 + t0 + rows).to(gl.int64) * H + h, ddt)
