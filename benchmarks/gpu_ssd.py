@@ -163,8 +163,9 @@ def gluon_checks(report):
     without them (``SEMISEP_TRITON_GLUON``), two launches a sweep (the factored one is
     Gluon's), head 3 decaying past FACTOR_MIN (its programs run the Triton kernels' exact
     loops beside the Gluon ones), dt_bias with softplus and D. Cases: p = 128 (two p-blocks:
-    the forward's Gluon kernel, the Triton backward), p = 64 (every Gluon kernel), and
-    n = 128 with z (the backward's Gluon sweeps in two blocks of columns, the second adding
+    the forward's Gluon kernel, the Triton backward), p = 64 (every Gluon kernel), n = 128
+    (the forward's Gluon kernel in chunks of 64 with B, C in halves, the backward's sweeps
+    in two blocks), and n = 128 with z (the backward's Gluon sweeps in two blocks of columns, the second adding
     its dx, after the gate's pass; the Triton forward)."""
     from semisep.backends.triton import gluon_bwd, gluon_launch
     # the backward's kernels at these small shapes too (they take calls of 2^27 and more)
@@ -185,6 +186,7 @@ def _gluon_cases(report):
     for tag, (b, T, h, p, g, n), with_z, expect in [
         ("p128", (2, 4096, 8, 128, 2, 64), False, (1, 0, 0)),
         ("p64", (2, 4096, 8, 64, 2, 64), False, (1, 1, 1)),
+        ("n128", (2, 4096, 8, 64, 2, 128), False, (1, 1, 1)),
         ("n128 z", (2, 4096, 8, 64, 2, 128), True, (0, 1, 1)),
     ]:
         x, dt, A, B, C, D = make_inputs(b, T, h, p, g, n, torch.bfloat16, seed=4)

@@ -1,6 +1,6 @@
 """Compile the Gluon kernels for sm_90 here, without a GPU, and print what ptxas made of them.
 
-    PYTHONPATH=. /tmp/t36/bin/python benchmarks/probe/aot_gluon.py [fwd] [fwdsweep] [revsweep] [revsweep_acc]
+    PYTHONPATH=. /tmp/t36/bin/python benchmarks/probe/aot_gluon.py [fwd] [fwd128] [fwdsweep] [revsweep] [revsweep_acc]
 
 (a Triton 3.6 venv: the device's version). Per kernel: registers, stack, shared memory, the
 number of wgmma (HGMMA) and of waits that leave products in flight (``DEPBAR.LE gsb0, 0x1+``)
@@ -40,6 +40,10 @@ def kernels():
                 _sig(("x_desc", "b_desc", "c_desc", "y_desc"),
                      ("dec_ptr", "etot_ptr", "D_ptr", "hT_ptr"), ("T", "H", "G", "NC", "PT"),
                      dict(sweep, **fmin)), dict(sweep, **fmin)),
+        "fwd128": (gluon_fwd.ssd_fwd_gluon_kernel,
+                   _sig(("x_desc", "b_desc", "c_desc", "y_desc"),
+                        ("dec_ptr", "etot_ptr", "D_ptr", "hT_ptr"), ("T", "H", "G", "NC", "PT"),
+                        dict(sweep, N=128, **fmin)), dict(sweep, N=128, **fmin)),
         "fwdsweep": (gluon_bwd.ssd_bwd_fwdsweep_gluon_kernel,
                      _sig(("x_desc", "dy_desc", "b_desc", "c_desc", "st_desc"),
                           ("dec_ptr", "etot_ptr", "dC_ptr", "w_ptr", "dD_ptr"),

@@ -58,7 +58,14 @@ def test_which_calls_take_it(monkeypatch):
         ("D per p", dict(D=_tensor((32, 64)))),
     ]:
         assert not _eligible(**kw), why
-    assert not _eligible(B=(8, 16384, 1, 128)), "n = 128"
+    assert _eligible(B=(8, 16384, 1, 128)), "n = 128: B, C in two halves"
+    assert not _eligible(B=(8, 16384, 1, 256)), "n = 256"
+    assert not _eligible(B=(8, 16384, 1, 32)), "n = 32"
+    x, b128 = _tensor((8, 16384, 32, 64)), _tensor((8, 16384, 1, 128))
+    assert GF.wants_chunks_of_64(x, b128, None, None, None, None, capability=(9, 0))
+    assert not GF.wants_chunks_of_64(x, _tensor((8, 16384, 1, 64)), None, None, None, None,
+                                     capability=(9, 0)), "n = 64 plans chunks of 64 anyway"
+    assert not GF.wants_chunks_of_64(x, b128, None, None, None, None, capability=(8, 0))
     assert not _eligible(x=(8, 16384, 32, 32)), "p = 32"
     assert not _eligible(x=(8, 16100, 32, 64), B=(8, 16100, 1, 64)), "T % 64"
     assert not _eligible(Q=32), "chunks of 32"

@@ -185,6 +185,117 @@ if gluon is not None:
             mbarrier.invalidate(bars.index(s))
 
     @gluon.jit
+    def _chunks2(x_desc, b_desc, c_desc, y_desc, dec_ptr, etot_ptr, hT_ptr, Dv, b, h, grp, pb,
+                 bh, BH, T, NC, PT, Q: gl.constexpr, P: gl.constexpr, N: gl.constexpr,
+                 STAGES: gl.constexpr, HAS_D: gl.constexpr):
+        """:func:`_chunks` at N = 128: B, C and the state in two halves of 64 columns (a TMA
+        box of 64 bf16 columns is the 128-byte swizzle's width); ``C B^T`` and ``C S^T`` as
+        two products of K = 64 each, the state's update as one product per half."""
+        mma: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
+                                                      instr_shape=[16, P, 16])
+        mmaq: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
+                                                       instr_shape=[16, Q, 16])
+        dotA: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=mma, k_width=2)
+        blk: gl.constexpr = gl.BlockedLayout([1, 8], [32 // (P // 8), P // 8], [4, 1], [1, 0])
+        dtype: gl.constexpr = x_desc.dtype
+        sl: gl.constexpr = x_desc.layout
+        H2: gl.constexpr = N // 2
+
+        x_s = gl.allocate_shared_memory(dtype, [STAGES, Q, P], sl)
+        b_s = gl.allocate_shared_memory(dtype, [2 * STAGES, Q, H2], b_desc.layout)
+        c_s = gl.allocate_shared_memory(dtype, [2 * STAGES, Q, H2], c_desc.layout)
+        u_s = gl.allocate_shared_memory(dtype, [Q, P], sl)
+        S_s = gl.allocate_shared_memory(dtype, [2, H2, P], sl)   # the state entering the chunk
+        y_s = gl.allocate_shared_memory(dtype, [Q, P], y_desc.layout)
+        bars = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+        for s in gl.static_range(STAGES):
+            mbarrier.init(bars.index(s), count=1)
+
+        row0 = b * T
+        xcol = h * PT + pb * P
+        nbytes: gl.constexpr = 2 * Q * (P + 2 * N)
+        for s in gl.static_range(STAGES - 1):
+            if s < NC:
+                _load_chunk2(x_desc, b_desc, c_desc, bars.index(s), x_s.index(s), b_s, c_s,
+                             2 * s, row0 + s * Q, xcol, grp * N, H2, nbytes)
+
+        S0 = gl.zeros([H2, P], gl.float32, mma)
+        S1 = gl.zeros([H2, P], gl.float32, mma)
+        S_s.index(0).store(S0.to(dtype))
+        S_s.index(1).store(S1.to(dtype))
+        fence_async_shared()
+        zero = gl.zeros([Q, P], gl.float32, mma)
+        zq = gl.zeros([Q, Q], gl.float32, mmaq)
+        rows = gl.arange(0, Q, layout=gl.SliceLayout(1, mma))
+        rows_b = gl.arange(0, Q, layout=gl.SliceLayout(1, blk))
+        lower = (gl.arange(0, Q, layout=gl.SliceLayout(1, mmaq))[:, None]
+                 >= gl.arange(0, Q, layout=gl.SliceLayout(0, mmaq))[None, :])
+        fa, ea, ta = _chunk_rows(dec_ptr, etot_ptr, bh, BH, NC, 0, rows_b, rows)
+        for c in range(NC):
+            slot = c % STAGES
+            t0 = c * Q
+            f, e_in, e_tot = fa, ea, ta
+            fa, ea, ta = _chunk_rows(dec_ptr, etot_ptr, bh, BH, NC, c + 1, rows_b, rows)
+            mbarrier.wait(bars.index(slot), (c // STAGES) & 1)
+            xs = x_s.index(slot)
+            b0 = b_s.index(2 * slot)
+            b1 = b_s.index(2 * slot + 1)
+            c0 = c_s.index(2 * slot)
+            c1 = c_s.index(2 * slot + 1)
+            Gm = warpgroup_mma(c0, b0.permute((1, 0)), zq, use_acc=False, is_async=True)
+            Gm = warpgroup_mma(c1, b1.permute((1, 0)), Gm, is_async=True)
+            acc = warpgroup_mma(c0, S_s.index(0), zero, use_acc=False, is_async=True)
+            acc = warpgroup_mma(c1, S_s.index(1), acc, is_async=True)
+            nxt = c + STAGES - 1
+            if nxt < NC:
+                ns = nxt % STAGES
+                _load_chunk2(x_desc, b_desc, c_desc, bars.index(ns), x_s.index(ns), b_s, c_s,
+                             2 * ns, row0 + nxt * Q, xcol, grp * N, H2, nbytes)
+            u_s.store((xs.load(blk).to(gl.float32) * f[:, None]).to(dtype))
+            fence_async_shared()
+            S0 = warpgroup_mma(b0.permute((1, 0)), u_s, S0, is_async=True)
+            S1 = warpgroup_mma(b1.permute((1, 0)), u_s, S1, is_async=True)
+            # in flight: Gm (2 groups), acc (2), S0, S1
+            Gm = warpgroup_mma_wait(num_outstanding=4, deps=(Gm,))
+            W = gl.convert_layout(gl.where(lower, Gm, 0.0).to(dtype), dotA)
+            acc = warpgroup_mma(W, u_s, acc, is_async=True)
+            S0, S1 = warpgroup_mma_wait(num_outstanding=1, deps=(S0, S1))
+            S0 = S0 * e_tot
+            S1 = S1 * e_tot
+            S_s.index(0).store(S0.to(dtype))
+            S_s.index(1).store(S1.to(dtype))
+            yv = warpgroup_mma_wait(num_outstanding=0, deps=(acc,))
+            fence_async_shared()
+            yv = yv * e_in[:, None]
+            if HAS_D:
+                yv = yv + xs.load(mma).to(gl.float32) * Dv
+            tma.store_wait(pendings=0)          # the previous chunk's y has left y_s
+            y_s.store(yv.to(dtype))
+            fence_async_shared()
+            _tma_store(y_desc, [row0 + t0, xcol], y_s)
+        tma.store_wait(pendings=0)
+        # the final state, (b, H, PT, N) fp32, from the halves of S^T (N, P)
+        offs_n = gl.arange(0, H2, layout=gl.SliceLayout(1, mma))
+        offs_p = gl.arange(0, P, layout=gl.SliceLayout(0, mma))
+        out = hT_ptr + bh * PT * N + (pb * P + offs_p[None, :]) * N + offs_n[:, None]
+        gl.store(out, S0)
+        gl.store(out + H2, S1)
+        for s in gl.static_range(STAGES):
+            mbarrier.invalidate(bars.index(s))
+
+    @gluon.jit
+    def _load_chunk2(x_desc, b_desc, c_desc, bar, xs, b_s, c_s, k, row, xcol, bcol, H2,
+                     nbytes: gl.constexpr):
+        """:func:`_load_chunk` with B and C in two halves of ``H2`` columns, into slots
+        ``k``, ``k + 1`` of ``b_s`` and ``c_s``."""
+        mbarrier.expect(bar, nbytes)
+        _tma_load(x_desc, [row, xcol], bar, xs)
+        _tma_load(b_desc, [row, bcol], bar, b_s.index(k))
+        _tma_load(b_desc, [row, bcol + H2], bar, b_s.index(k + 1))
+        _tma_load(c_desc, [row, bcol], bar, c_s.index(k))
+        _tma_load(c_desc, [row, bcol + H2], bar, c_s.index(k + 1))
+
+    @gluon.jit
     def ssd_fwd_gluon_kernel(x_desc, b_desc, c_desc, y_desc, dec_ptr, etot_ptr, D_ptr, hT_ptr,
                              T, H, G, NC, PT,
                              Q: gl.constexpr, P: gl.constexpr, N: gl.constexpr,
@@ -203,9 +314,32 @@ if gluon is not None:
         if HAS_D:
             Dv = gl.load(D_ptr + h).to(gl.float32)
         if _factorable_g(etot_ptr, bh, NC, FACTOR_MIN):
-            _chunks(x_desc, b_desc, c_desc, y_desc, dec_ptr, etot_ptr, hT_ptr, Dv, b, h,
-                    h // (H // G), pb, bh, gl.num_programs(0) // NPB, T, NC, PT, Q, P, N,
-                    STAGES, HAS_D)
+            if N == 128:
+                _chunks2(x_desc, b_desc, c_desc, y_desc, dec_ptr, etot_ptr, hT_ptr, Dv, b, h,
+                         h // (H // G), pb, bh, gl.num_programs(0) // NPB, T, NC, PT, Q, P,
+                         N, STAGES, HAS_D)
+            else:
+                _chunks(x_desc, b_desc, c_desc, y_desc, dec_ptr, etot_ptr, hT_ptr, Dv, b, h,
+                        h // (H // G), pb, bh, gl.num_programs(0) // NPB, T, NC, PT, Q, P, N,
+                        STAGES, HAS_D)
+
+
+def _shapes_ok(x, B, D, z, h0, seq_idx, capability):
+    """What :func:`eligible` asks of the call itself (not of its plan)."""
+    if gluon is None or _env("SEMISEP_TRITON_GLUON", "1") != "1" or _interpret():
+        return False
+    b, T, h, p = x.shape
+    if not (x.is_cuda and x.dtype == torch.bfloat16 and B.shape[3] in (N_GLUON, 2 * N_GLUON)
+            and p % Q_GLUON == 0 and T % Q_GLUON == 0 and T > 0 and z is None
+            and h0 is None and seq_idx is None and (D is None or D.dim() == 1)):
+        return False
+    return (capability or device_capability(x.device)) == (9, 0)
+
+
+def wants_chunks_of_64(x, B, D, z, h0, seq_idx, capability=None) -> bool:
+    """Whether the launcher should plan an n = 128 forward in chunks of 64 without GRAM (its
+    default there is chunks of 32 with GRAM), which this kernel then takes."""
+    return B.shape[3] == 2 * N_GLUON and _shapes_ok(x, B, D, z, h0, seq_idx, capability)
 
 
 def eligible(x, B, C, D, z, h0, seq_idx, Q, fwd_opts, capability=None) -> bool:
@@ -213,19 +347,13 @@ def eligible(x, B, C, D, z, h0, seq_idx, Q, fwd_opts, capability=None) -> bool:
     launcher passes them (contiguous, B and C in x's dtype), ``fwd_opts`` the Triton launches
     its plan holds (two: a factored and an exact one), ``capability`` the device's (read from
     x's device when None)."""
-    if gluon is None or _env("SEMISEP_TRITON_GLUON", "1") != "1" or _interpret():
-        return False
-    b, T, h, p = x.shape
-    if not (x.is_cuda and x.dtype == torch.bfloat16 and B.dtype == torch.bfloat16
-            and B.shape[3] == N_GLUON and p % Q_GLUON == 0 and Q == Q_GLUON
-            and T % Q_GLUON == 0 and T > 0 and z is None and h0 is None and seq_idx is None
-            and (D is None or D.dim() == 1) and len(fwd_opts) == 2
+    if not (Q == Q_GLUON and B.dtype == torch.bfloat16 and len(fwd_opts) == 2
             and fwd_opts[0].kwargs["FACTORED"] and not fwd_opts[0].kwargs["GRAM"]
             and not fwd_opts[0].kwargs["SPANS"]):
         return False
     if x.data_ptr() % 16 or B.data_ptr() % 16 or C.data_ptr() % 16:     # TMA's alignment
         return False
-    return (capability or device_capability(x.device)) == (9, 0)
+    return _shapes_ok(x, B, D, z, h0, seq_idx, capability)
 
 
 def launch_fwd(x, B, C, D, dec, etot, y, hT):

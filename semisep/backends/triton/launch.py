@@ -59,17 +59,19 @@ def _plan(build, *fields):
 
 
 def _fwd_plan(b, T, h, p, g, n, dtype, has_dt, dt_softplus, has_dtb, D_dim, has_z, has_h0,
-              has_seq, chunk_size, for_grad, checkpoints=False):
+              has_seq, chunk_size, for_grad, checkpoints=False, gluon_chunks=False):
     """``(Q, grid, pre, decays Options, gram Options or None, [forward Options], spans,
     chunks per span)``: one forward launch per loop kind, or one holding both; with
     ``checkpoints`` (for a backward) in the backward's spans (:func:`.config.span_steps`, of
     its blocks of the state's columns, :func:`.config.state_block`), else in one, and with z
-    writing the ungated y too (``STORE_YU``)."""
-    cfg = pick_config(p, n, None if chunk_size < 0 else chunk_size, dtype, "fwd")
+    writing the ungated y too (``STORE_YU``); with ``gluon_chunks`` in chunks of 64 without
+    GRAM (:func:`.gluon_fwd.wants_chunks_of_64`)."""
+    cfg = pick_config(p, n, 64 if gluon_chunks else None if chunk_size < 0 else chunk_size,
+                      dtype, "fwd")
     Q = cfg["Q"]
     pre = _pre("fwd")
     fast = _fast(dtype, pre)
-    gram = fast and _gram(h, g, n)
+    gram = fast and _gram(h, g, n) and not gluon_chunks
     flags = dict(HAS_DT=has_dt, DT_SOFTPLUS=dt_softplus, HAS_DTB=has_dtb)
     nb = _block(p, n, chunk_size, dtype)
     # the decay arrays serve the backward where it runs chunks of Q too (not its blocks of
@@ -146,10 +148,12 @@ def _fwd(x, dtla, A, B, C, D, z, dt_bias, h0, seq_idx, has_dt, dt_softplus, chun
     # what fixes every launch's argument specializations (fastlaunch.launch): the buffers
     # below follow from these inputs' dtypes, alignment and shapes
     ak = arg_key((x, dtla, A, B, C, D, z, dt_bias, h0, seq_idx), x.shape, B.shape)
+    # at n = 128 on sm_90 the Gluon forward takes the factored launch: chunks of 64, no GRAM
+    glu128 = chunk_size < 0 and gluon_fwd.wants_chunks_of_64(x, B, D, z, h0, seq_idx)
     Q, grid, pre, dec_opts, gram_opts, fwd_opts, spans, per = _plan(
         _fwd_plan, b, T, h, p, g, n, x.dtype, has_dt, dt_softplus, dt_bias is not None,
         None if D is None else D.dim(), z is not None, h0 is not None, seq_idx is not None,
-        chunk_size, for_grad, checkpoints)
+        chunk_size, for_grad, checkpoints, glu128)
     # B, C share x's dtype inside the dots
     B, C = _as(B, x.dtype), _as(C, x.dtype)
     d = _dummy(x)
