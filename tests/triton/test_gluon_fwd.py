@@ -169,3 +169,21 @@ def test_compiles_for_sm90_with_asynchronous_products(compiled_for_sm90):
     assert len(re.findall(r"WARPGROUP\.DEPBAR\.LE gsb0, 0x[1-9]", sass)) >= 2
     # ptxas serializing the products (its C7514) puts a wait after every wgmma
     assert sass.count("WARPGROUP.DEPBAR.LE gsb0, 0x0") < 8
+
+
+def test_plan_for_n128_takes_chunks_of_64_where_launched_twice():
+    """An n = 128 forward planned for this kernel (``gluon_chunks``) runs chunks of 64 without
+    GRAM where it is launched as two kernels; a call small enough for one launch keeps the
+    default plan (chunks of 32 with GRAM), as does the same call not planned for it."""
+    from semisep.backends.triton.launch import _fwd_plan
+
+    def plan(T, gluon):
+        Q, _, _, _, gram, opts, _, _ = _fwd_plan(8, T, 32, 64, 1, 128, torch.bfloat16, True,
+                                                 False, False, 1, False, False, False, -1,
+                                                 True, True, gluon)
+        return Q, gram is not None, len(opts)
+
+    assert plan(16384, True) == (64, False, 2)
+    default = plan(16384, False)
+    assert default[0] != 64 or default[1], default
+    assert plan(1024, True) == plan(1024, False)

@@ -64,13 +64,16 @@ def _fwd_plan(b, T, h, p, g, n, dtype, has_dt, dt_softplus, has_dtb, D_dim, has_
     chunks per span)``: one forward launch per loop kind, or one holding both; with
     ``checkpoints`` (for a backward) in the backward's spans (:func:`.config.span_steps`, of
     its blocks of the state's columns, :func:`.config.state_block`), else in one, and with z
-    writing the ungated y too (``STORE_YU``); with ``gluon_chunks`` in chunks of 64 without
+    writing the ungated y too (``STORE_YU``); with ``gluon_chunks``, where the call is
+    launched as two kernels (the Gluon forward's factored launch), in chunks of 64 without
     GRAM (:func:`.gluon_fwd.wants_chunks_of_64`)."""
-    cfg = pick_config(p, n, 64 if gluon_chunks else None if chunk_size < 0 else chunk_size,
-                      dtype, "fwd")
-    Q = cfg["Q"]
+    cfg = pick_config(p, n, None if chunk_size < 0 else chunk_size, dtype, "fwd")
     pre = _pre("fwd")
     fast = _fast(dtype, pre)
+    gluon_chunks = gluon_chunks and len(_launches(fast, b * h * T * cfg["BN"])) == 2
+    if gluon_chunks:
+        cfg = pick_config(p, n, 64, dtype, "fwd")
+    Q = cfg["Q"]
     gram = fast and _gram(h, g, n) and not gluon_chunks
     flags = dict(HAS_DT=has_dt, DT_SOFTPLUS=dt_softplus, HAS_DTB=has_dtb)
     nb = _block(p, n, chunk_size, dtype)
