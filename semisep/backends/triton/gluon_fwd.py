@@ -364,6 +364,9 @@ def launch_fwd(x, B, C, D, dec, etot, y, hT):
     rows = b * T
     views = ((x, rows, h * p), (B, rows, g * n), (C, rows, g * n), (y, rows, h * p))
     args = (dec, etot, D if D is not None else hT, hT, T, h, g, T // Q_GLUON, p)
-    consts = dict(Q=Q_GLUON, P=64, N=n, STAGES=2, HAS_D=D is not None,
+    # the ring's depth: SEMISEP_TRITON_GLUON_STAGES, an experiment knob read per call (3 was
+    # no faster in s19, when each chunk still waited for its decay rows)
+    stages = int(_env("SEMISEP_TRITON_GLUON_STAGES", "2"))
+    consts = dict(Q=Q_GLUON, P=64, N=n, STAGES=stages, HAS_D=D is not None,
                   FACTOR_MIN=_FACTOR_MIN)
     launch(ssd_fwd_gluon_kernel, (b * h * (p // 64), 1, 1), views, args, consts, x.device)
