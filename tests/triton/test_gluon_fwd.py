@@ -122,6 +122,38 @@ def test_launcher_hands_it_the_factored_launch(monkeypatch):
             assert rel(hT[i, j], k * sr[i, j]) < 1e-5, (i, j)
 
 
+def test_launcher_plans_n128_for_it(monkeypatch):
+    """Where :func:`wants_chunks_of_64` holds (n = 128 on sm_90), the forward is planned in
+    chunks of 64 without GRAM: :func:`eligible` sees Q = 64, the factored launch goes to
+    :func:`launch_fwd` (a stand-in writing twice the float64 reference, as above) and the
+    exact launch, now in chunks of 64, still gives the reference for its heads."""
+    from semisep.backends.triton import naive, ssd
+
+    monkeypatch.setenv("SEMISEP_TRITON_FAST", "1")
+    monkeypatch.setenv("SEMISEP_TRITON_ONE_LAUNCH", "0")
+    gen = torch.Generator().manual_seed(6)
+    b, T, h, p, g, n = 1, 128, 2, 16, 1, 128
+    la = torch.full((b, T, h), -1e-3)
+    la[0, :, 1] = 1.01 * math.log(2.0 ** -64) / 64      # past FACTOR_MIN: the exact loop
+    x = torch.randn(b, T, h, p, generator=gen)
+    B = torch.randn(b, T, g, n, generator=gen)
+    C = torch.randn(b, T, g, n, generator=gen)
+    yr, sr = naive.ssd_reference(x, la, B, C)
+    seen = []
+
+    def stand_in(x_, B_, C_, D_, dec, etot, y, hT):
+        y[0, :, 0] = 2 * yr[0, :, 0].to(y.dtype)
+        hT[0, 0] = 2 * sr[0, 0].to(hT.dtype)
+
+    monkeypatch.setattr(GF, "wants_chunks_of_64", lambda *a, **k: True)
+    monkeypatch.setattr(GF, "eligible", lambda *a, **k: seen.append(a[7]) or True)
+    monkeypatch.setattr(GF, "launch_fwd", stand_in)
+    y, hT = ssd(x, la, B, C, return_final_state=True)
+    assert seen == [64]
+    assert rel(y[0, :, 0], 2 * yr[0, :, 0]) < 1e-5 and rel(hT[0, 0], 2 * sr[0, 0]) < 1e-5
+    assert rel(y[0, :, 1], yr[0, :, 1]) < 1e-5 and rel(hT[0, 1], sr[0, 1]) < 1e-5
+
+
 def rel(a, b):
     return ((a.double() - b.double()).norm() / b.double().norm().clamp_min(1e-300)).item()
 
