@@ -73,7 +73,9 @@ def report(name, fn, sig, consts):
                                os.path.join(d, "o.cubin")], capture_output=True, text=True)
     regs = re.search(r"REG:(\d+)", use).group(1)
     stack = re.search(r"STACK:(\d+)", use).group(1)
+    instructions = len(re.findall(r"/\*[0-9a-f]{4}\*/", sass))
     print(f"{name}: {regs} registers, {stack} B stack, {k.metadata.shared} B shared, "
+          f"{instructions} SASS instructions, "
           f"{sass.count('HGMMA')} HGMMA, waits in flight "
           f"{len(re.findall(r'DEPBAR.LE gsb0, 0x[1-9]', sass))}, full "
           f"{sass.count('DEPBAR.LE gsb0, 0x0')}, C7514: {'C7514' in warn.stderr}")

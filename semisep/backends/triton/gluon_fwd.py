@@ -15,11 +15,14 @@ the next iteration's accumulator, so the Triton kernel waits for each of a chunk
 products before its next statement. Here ``C B^T`` and ``C S^T`` are issued, u is made and
 stored while they run, ``B^T u`` is issued, G is masked as soon as ``C B^T`` is done, and
 ``G u`` runs while the state is updated; x, B and C arrive by TMA into a ring of buffers and
-y leaves by TMA; the decay rows are loaded two chunks ahead. H200 (benchmarks/NOTES.md, s19):
-0.52 against 0.62 ms for the kernel at b=8, T=16K, h=32, p=64, n=64, bf16; the rows ahead
-(s23): the forward 0.555 -> 0.50 ms with the pre-pass.
+y leaves by TMA; the decay rows are loaded ahead. At n = 128, B, C and the state are held in
+two halves of 64 columns. H200 (benchmarks/NOTES.md, b=8, T=16K, h=32, p=64, bf16): at n = 64
+0.52 against 0.62 ms for the kernel (s19), the forward 0.555 -> 0.50 ms with the pre-pass once
+the rows were read ahead (s23); at n = 128 the forward 0.954 -> 0.629 ms (s24-1, against
+the Triton kernel's chunks of 32 with GRAM).
 
-Where (:func:`eligible`): a CUDA device of compute capability 9.0, bf16, n = 64, p a
+Where (:func:`eligible`): a CUDA device of compute capability 9.0, bf16, n = 64 or 128 (the
+launcher plans an n = 128 call in chunks of 64 for it, :func:`wants_chunks_of_64`), p a
 multiple of 64, chunks of 64 with T a multiple of 64, every program's chunks factorable or
 not (the split above), D per head or none, no z, no seq_idx, no initial state, and calls
 launched as two kernels (above ``config.ONE_LAUNCH_AT_MOST``); ``SEMISEP_TRITON_GLUON=0``
@@ -59,14 +62,16 @@ if gluon is not None:
     _barrier = getattr(gl, "thread_barrier", None) or gl.barrier
 
     @gluon.jit
-    def _load_chunk(x_desc, b_desc, c_desc, bar, xs, bs, cs, row, xcol, bcol,
-                    nbytes: gl.constexpr):
-        """Chunk rows ``row..`` of x (columns ``xcol..``), B and C (``bcol..``) by TMA into
-        one slot of the ring, signalling ``bar``."""
+    def _load_chunk(x_desc, b_desc, c_desc, bar, xs, b_s, c_s, k, row, xcol, bcol,
+                    H2: gl.constexpr, HALVES: gl.constexpr, nbytes: gl.constexpr):
+        """Chunk rows ``row..`` of x (columns ``xcol..``) into ``xs`` and of B and C (columns
+        ``bcol..``, in ``HALVES`` boxes of ``H2`` columns) into slots ``k..`` of ``b_s`` and
+        ``c_s``, by TMA, signalling ``bar``."""
         mbarrier.expect(bar, nbytes)
         _tma_load(x_desc, [row, xcol], bar, xs)
-        _tma_load(b_desc, [row, bcol], bar, bs)
-        _tma_load(c_desc, [row, bcol], bar, cs)
+        for i in gl.static_range(HALVES):
+            _tma_load(b_desc, [row, bcol + i * H2], bar, b_s.index(k + i))
+            _tma_load(c_desc, [row, bcol + i * H2], bar, c_s.index(k + i))
 
     @gluon.jit
     def _factorable_g(etot_ptr, bh, NC, FACTOR_MIN: gl.constexpr):
@@ -99,7 +104,10 @@ if gluon is not None:
     def _chunks(x_desc, b_desc, c_desc, y_desc, dec_ptr, etot_ptr, hT_ptr, Dv, b, h, grp, pb,
                 bh, BH, T, NC, PT, Q: gl.constexpr, P: gl.constexpr, N: gl.constexpr,
                 STAGES: gl.constexpr, HAS_D: gl.constexpr):
-        """The loop over the chunks of one program (module docstring)."""
+        """The loop over the chunks of one program (module docstring). B, C and the state
+        ``S^T`` are held in ``HALVES = N / 64`` blocks of 64 columns (at N = 128: a TMA box of
+        64 bf16 columns is the 128-byte swizzle's width), so that ``C B^T`` and ``C S^T`` are
+        one product of K = 64 per half and the state's update one product per half."""
         mma: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
                                                       instr_shape=[16, P, 16])
         mmaq: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
@@ -108,12 +116,14 @@ if gluon is not None:
         blk: gl.constexpr = gl.BlockedLayout([1, 8], [32 // (P // 8), P // 8], [4, 1], [1, 0])
         dtype: gl.constexpr = x_desc.dtype
         sl: gl.constexpr = x_desc.layout
+        H2: gl.constexpr = 64             # the columns of a half
+        HALVES: gl.constexpr = N // H2
 
         x_s = gl.allocate_shared_memory(dtype, [STAGES, Q, P], sl)
-        b_s = gl.allocate_shared_memory(dtype, [STAGES, Q, N], b_desc.layout)
-        c_s = gl.allocate_shared_memory(dtype, [STAGES, Q, N], c_desc.layout)
+        b_s = gl.allocate_shared_memory(dtype, [HALVES * STAGES, Q, H2], b_desc.layout)
+        c_s = gl.allocate_shared_memory(dtype, [HALVES * STAGES, Q, H2], c_desc.layout)
         u_s = gl.allocate_shared_memory(dtype, [Q, P], sl)
-        S_s = gl.allocate_shared_memory(dtype, [N, P], sl)     # the state entering the chunk
+        S_s = gl.allocate_shared_memory(dtype, [HALVES, H2, P], sl)   # the state entering
         y_s = gl.allocate_shared_memory(dtype, [Q, P], y_desc.layout)
         bars = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
         for s in gl.static_range(STAGES):
@@ -124,105 +134,14 @@ if gluon is not None:
         nbytes: gl.constexpr = 2 * Q * (P + 2 * N)
         for s in gl.static_range(STAGES - 1):
             if s < NC:
-                _load_chunk(x_desc, b_desc, c_desc, bars.index(s), x_s.index(s), b_s.index(s),
-                            c_s.index(s), row0 + s * Q, xcol, grp * N, nbytes)
-
-        S = gl.zeros([N, P], gl.float32, mma)
-        S_s.store(S.to(dtype))
-        fence_async_shared()
-        zero = gl.zeros([Q, P], gl.float32, mma)
-        zq = gl.zeros([Q, Q], gl.float32, mmaq)
-        rows = gl.arange(0, Q, layout=gl.SliceLayout(1, mma))
-        rows_b = gl.arange(0, Q, layout=gl.SliceLayout(1, blk))
-        lower = (gl.arange(0, Q, layout=gl.SliceLayout(1, mmaq))[:, None]
-                 >= gl.arange(0, Q, layout=gl.SliceLayout(0, mmaq))[None, :])
-        # the decay rows two chunks ahead: loaded where used, each chunk waited a DRAM
-        # latency for them (ncu s23-4: 13 % of the samples on one multiply of two of them)
-        fa, ea, ta = _chunk_rows(dec_ptr, etot_ptr, bh, BH, NC, 0, rows_b, rows)
-        fb, eb, tb = _chunk_rows(dec_ptr, etot_ptr, bh, BH, NC, 1, rows_b, rows)
-        for c in range(NC):
-            slot = c % STAGES
-            t0 = c * Q
-            f, e_in, e_tot = fa, ea, ta
-            fa, ea, ta = fb, eb, tb
-            fb, eb, tb = _chunk_rows(dec_ptr, etot_ptr, bh, BH, NC, c + 2, rows_b, rows)
-            mbarrier.wait(bars.index(slot), (c // STAGES) & 1)
-            xs = x_s.index(slot)
-            bs = b_s.index(slot)
-            cs = c_s.index(slot)
-            Gm = warpgroup_mma(cs, bs.permute((1, 0)), zq, use_acc=False, is_async=True)
-            acc = warpgroup_mma(cs, S_s, zero, use_acc=False, is_async=True)
-            nxt = c + STAGES - 1
-            if nxt < NC:
-                ns = nxt % STAGES
-                _load_chunk(x_desc, b_desc, c_desc, bars.index(ns), x_s.index(ns),
-                            b_s.index(ns), c_s.index(ns), row0 + nxt * Q, xcol, grp * N,
-                            nbytes)
-            u_s.store((xs.load(blk).to(gl.float32) * f[:, None]).to(dtype))
-            fence_async_shared()
-            S = warpgroup_mma(bs.permute((1, 0)), u_s, S, is_async=True)
-            Gm = warpgroup_mma_wait(num_outstanding=2, deps=(Gm,))
-            W = gl.convert_layout(gl.where(lower, Gm, 0.0).to(dtype), dotA)
-            acc = warpgroup_mma(W, u_s, acc, is_async=True)
-            S = warpgroup_mma_wait(num_outstanding=1, deps=(S,))
-            S = S * e_tot
-            S_s.store(S.to(dtype))
-            yv = warpgroup_mma_wait(num_outstanding=0, deps=(acc,))
-            fence_async_shared()
-            yv = yv * e_in[:, None]
-            if HAS_D:
-                yv = yv + xs.load(mma).to(gl.float32) * Dv
-            tma.store_wait(pendings=0)          # the previous chunk's y has left y_s
-            y_s.store(yv.to(dtype))
-            fence_async_shared()
-            _tma_store(y_desc, [row0 + t0, xcol], y_s)
-        tma.store_wait(pendings=0)
-        # the final state, (b, H, PT, N) fp32, from S^T (N, P)
-        offs_n = gl.arange(0, N, layout=gl.SliceLayout(1, mma))
-        offs_p = gl.arange(0, P, layout=gl.SliceLayout(0, mma))
-        gl.store(hT_ptr + bh * PT * N + (pb * P + offs_p[None, :]) * N + offs_n[:, None], S)
-        for s in gl.static_range(STAGES):
-            mbarrier.invalidate(bars.index(s))
-
-    @gluon.jit
-    def _chunks2(x_desc, b_desc, c_desc, y_desc, dec_ptr, etot_ptr, hT_ptr, Dv, b, h, grp, pb,
-                 bh, BH, T, NC, PT, Q: gl.constexpr, P: gl.constexpr, N: gl.constexpr,
-                 STAGES: gl.constexpr, HAS_D: gl.constexpr):
-        """:func:`_chunks` at N = 128: B, C and the state in two halves of 64 columns (a TMA
-        box of 64 bf16 columns is the 128-byte swizzle's width); ``C B^T`` and ``C S^T`` as
-        two products of K = 64 each, the state's update as one product per half."""
-        mma: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
-                                                      instr_shape=[16, P, 16])
-        mmaq: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
-                                                       instr_shape=[16, Q, 16])
-        dotA: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=mma, k_width=2)
-        blk: gl.constexpr = gl.BlockedLayout([1, 8], [32 // (P // 8), P // 8], [4, 1], [1, 0])
-        dtype: gl.constexpr = x_desc.dtype
-        sl: gl.constexpr = x_desc.layout
-        H2: gl.constexpr = N // 2
-
-        x_s = gl.allocate_shared_memory(dtype, [STAGES, Q, P], sl)
-        b_s = gl.allocate_shared_memory(dtype, [2 * STAGES, Q, H2], b_desc.layout)
-        c_s = gl.allocate_shared_memory(dtype, [2 * STAGES, Q, H2], c_desc.layout)
-        u_s = gl.allocate_shared_memory(dtype, [Q, P], sl)
-        S_s = gl.allocate_shared_memory(dtype, [2, H2, P], sl)   # the state entering the chunk
-        y_s = gl.allocate_shared_memory(dtype, [Q, P], y_desc.layout)
-        bars = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
-        for s in gl.static_range(STAGES):
-            mbarrier.init(bars.index(s), count=1)
-
-        row0 = b * T
-        xcol = h * PT + pb * P
-        nbytes: gl.constexpr = 2 * Q * (P + 2 * N)
-        for s in gl.static_range(STAGES - 1):
-            if s < NC:
-                _load_chunk2(x_desc, b_desc, c_desc, bars.index(s), x_s.index(s), b_s, c_s,
-                             2 * s, row0 + s * Q, xcol, grp * N, H2, nbytes)
+                _load_chunk(x_desc, b_desc, c_desc, bars.index(s), x_s.index(s), b_s, c_s,
+                            HALVES * s, row0 + s * Q, xcol, grp * N, H2, HALVES, nbytes)
 
         S0 = gl.zeros([H2, P], gl.float32, mma)
-        S1 = gl.zeros([H2, P], gl.float32, mma)
         S_s.index(0).store(S0.to(dtype))
-        S_s.index(1).store(S1.to(dtype))
+        if HALVES == 2:
+            S1 = gl.zeros([H2, P], gl.float32, mma)
+            S_s.index(1).store(S1.to(dtype))
         fence_async_shared()
         zero = gl.zeros([Q, P], gl.float32, mma)
         zq = gl.zeros([Q, Q], gl.float32, mmaq)
@@ -230,40 +149,55 @@ if gluon is not None:
         rows_b = gl.arange(0, Q, layout=gl.SliceLayout(1, blk))
         lower = (gl.arange(0, Q, layout=gl.SliceLayout(1, mmaq))[:, None]
                  >= gl.arange(0, Q, layout=gl.SliceLayout(0, mmaq))[None, :])
+        # the decay rows ahead: loaded where used, each chunk waited a DRAM latency for them
+        # (ncu s23-4: 13 % of the samples on one multiply of two of them). Two chunks ahead
+        # at N = 64; one at N = 128, whose second half of the state fills the registers.
         fa, ea, ta = _chunk_rows(dec_ptr, etot_ptr, bh, BH, NC, 0, rows_b, rows)
+        if HALVES == 1:
+            fb, eb, tb = _chunk_rows(dec_ptr, etot_ptr, bh, BH, NC, 1, rows_b, rows)
         for c in range(NC):
             slot = c % STAGES
             t0 = c * Q
             f, e_in, e_tot = fa, ea, ta
-            fa, ea, ta = _chunk_rows(dec_ptr, etot_ptr, bh, BH, NC, c + 1, rows_b, rows)
+            if HALVES == 1:
+                fa, ea, ta = fb, eb, tb
+                fb, eb, tb = _chunk_rows(dec_ptr, etot_ptr, bh, BH, NC, c + 2, rows_b, rows)
+            else:
+                fa, ea, ta = _chunk_rows(dec_ptr, etot_ptr, bh, BH, NC, c + 1, rows_b, rows)
             mbarrier.wait(bars.index(slot), (c // STAGES) & 1)
             xs = x_s.index(slot)
-            b0 = b_s.index(2 * slot)
-            b1 = b_s.index(2 * slot + 1)
-            c0 = c_s.index(2 * slot)
-            c1 = c_s.index(2 * slot + 1)
+            b0 = b_s.index(HALVES * slot)
+            c0 = c_s.index(HALVES * slot)
             Gm = warpgroup_mma(c0, b0.permute((1, 0)), zq, use_acc=False, is_async=True)
-            Gm = warpgroup_mma(c1, b1.permute((1, 0)), Gm, is_async=True)
+            if HALVES == 2:
+                b1 = b_s.index(2 * slot + 1)
+                c1 = c_s.index(2 * slot + 1)
+                Gm = warpgroup_mma(c1, b1.permute((1, 0)), Gm, is_async=True)
             acc = warpgroup_mma(c0, S_s.index(0), zero, use_acc=False, is_async=True)
-            acc = warpgroup_mma(c1, S_s.index(1), acc, is_async=True)
+            if HALVES == 2:
+                acc = warpgroup_mma(c1, S_s.index(1), acc, is_async=True)
             nxt = c + STAGES - 1
             if nxt < NC:
                 ns = nxt % STAGES
-                _load_chunk2(x_desc, b_desc, c_desc, bars.index(ns), x_s.index(ns), b_s, c_s,
-                             2 * ns, row0 + nxt * Q, xcol, grp * N, H2, nbytes)
+                _load_chunk(x_desc, b_desc, c_desc, bars.index(ns), x_s.index(ns), b_s, c_s,
+                            HALVES * ns, row0 + nxt * Q, xcol, grp * N, H2, HALVES, nbytes)
             u_s.store((xs.load(blk).to(gl.float32) * f[:, None]).to(dtype))
             fence_async_shared()
             S0 = warpgroup_mma(b0.permute((1, 0)), u_s, S0, is_async=True)
-            S1 = warpgroup_mma(b1.permute((1, 0)), u_s, S1, is_async=True)
-            # in flight: Gm (2 groups), acc (2), S0, S1
-            Gm = warpgroup_mma_wait(num_outstanding=4, deps=(Gm,))
+            if HALVES == 2:
+                S1 = warpgroup_mma(b1.permute((1, 0)), u_s, S1, is_async=True)
+            # in flight: C B^T and C S^T (HALVES groups each), then the state's HALVES
+            Gm = warpgroup_mma_wait(num_outstanding=2 * HALVES, deps=(Gm,))
             W = gl.convert_layout(gl.where(lower, Gm, 0.0).to(dtype), dotA)
             acc = warpgroup_mma(W, u_s, acc, is_async=True)
-            S0, S1 = warpgroup_mma_wait(num_outstanding=1, deps=(S0, S1))
+            if HALVES == 2:
+                S0, S1 = warpgroup_mma_wait(num_outstanding=1, deps=(S0, S1))
+                S1 = S1 * e_tot
+                S_s.index(1).store(S1.to(dtype))
+            else:
+                S0 = warpgroup_mma_wait(num_outstanding=1, deps=(S0,))
             S0 = S0 * e_tot
-            S1 = S1 * e_tot
             S_s.index(0).store(S0.to(dtype))
-            S_s.index(1).store(S1.to(dtype))
             yv = warpgroup_mma_wait(num_outstanding=0, deps=(acc,))
             fence_async_shared()
             yv = yv * e_in[:, None]
@@ -279,21 +213,10 @@ if gluon is not None:
         offs_p = gl.arange(0, P, layout=gl.SliceLayout(0, mma))
         out = hT_ptr + bh * PT * N + (pb * P + offs_p[None, :]) * N + offs_n[:, None]
         gl.store(out, S0)
-        gl.store(out + H2, S1)
+        if HALVES == 2:
+            gl.store(out + H2, S1)
         for s in gl.static_range(STAGES):
             mbarrier.invalidate(bars.index(s))
-
-    @gluon.jit
-    def _load_chunk2(x_desc, b_desc, c_desc, bar, xs, b_s, c_s, k, row, xcol, bcol, H2,
-                     nbytes: gl.constexpr):
-        """:func:`_load_chunk` with B and C in two halves of ``H2`` columns, into slots
-        ``k``, ``k + 1`` of ``b_s`` and ``c_s``."""
-        mbarrier.expect(bar, nbytes)
-        _tma_load(x_desc, [row, xcol], bar, xs)
-        _tma_load(b_desc, [row, bcol], bar, b_s.index(k))
-        _tma_load(b_desc, [row, bcol + H2], bar, b_s.index(k + 1))
-        _tma_load(c_desc, [row, bcol], bar, c_s.index(k))
-        _tma_load(c_desc, [row, bcol + H2], bar, c_s.index(k + 1))
 
     @gluon.jit
     def ssd_fwd_gluon_kernel(x_desc, b_desc, c_desc, y_desc, dec_ptr, etot_ptr, D_ptr, hT_ptr,
@@ -314,15 +237,9 @@ if gluon is not None:
         if HAS_D:
             Dv = gl.load(D_ptr + h).to(gl.float32)
         if _factorable_g(etot_ptr, bh, NC, FACTOR_MIN):
-            if N == 128:
-                _chunks2(x_desc, b_desc, c_desc, y_desc, dec_ptr, etot_ptr, hT_ptr, Dv, b, h,
-                         h // (H // G), pb, bh, gl.num_programs(0) // NPB, T, NC, PT, Q, P,
-                         N, STAGES, HAS_D)
-            else:
-                _chunks(x_desc, b_desc, c_desc, y_desc, dec_ptr, etot_ptr, hT_ptr, Dv, b, h,
-                        h // (H // G), pb, bh, gl.num_programs(0) // NPB, T, NC, PT, Q, P, N,
-                        STAGES, HAS_D)
-
+            _chunks(x_desc, b_desc, c_desc, y_desc, dec_ptr, etot_ptr, hT_ptr, Dv, b, h,
+                    h // (H // G), pb, bh, gl.num_programs(0) // NPB, T, NC, PT, Q, P, N,
+                    STAGES, HAS_D)
 
 def _shapes_ok(x, B, D, z, h0, seq_idx, capability):
     """What :func:`eligible` asks of the call itself (not of its plan)."""
@@ -358,15 +275,13 @@ def eligible(x, B, C, D, z, h0, seq_idx, Q, fwd_opts, capability=None) -> bool:
 
 def launch_fwd(x, B, C, D, dec, etot, y, hT):
     """Launch :func:`ssd_fwd_gluon_kernel` into ``y`` and ``hT`` (x, B, C contiguous, B and C
-    in x's dtype), with a ring of 2 chunks (3: no faster, 4: one CTA an SM, H200 s19)."""
+    in x's dtype), with a ring of 2 chunks (3: no faster, H200 s19 and s24-1 with the rows
+    ahead; 4: one CTA an SM)."""
     b, T, h, p = x.shape
     g, n = B.shape[2], B.shape[3]
     rows = b * T
     views = ((x, rows, h * p), (B, rows, g * n), (C, rows, g * n), (y, rows, h * p))
     args = (dec, etot, D if D is not None else hT, hT, T, h, g, T // Q_GLUON, p)
-    # the ring's depth: SEMISEP_TRITON_GLUON_STAGES, an experiment knob read per call (3 was
-    # no faster in s19, when each chunk still waited for its decay rows)
-    stages = int(_env("SEMISEP_TRITON_GLUON_STAGES", "2"))
-    consts = dict(Q=Q_GLUON, P=64, N=n, STAGES=stages, HAS_D=D is not None,
+    consts = dict(Q=Q_GLUON, P=64, N=n, STAGES=2, HAS_D=D is not None,
                   FACTOR_MIN=_FACTOR_MIN)
     launch(ssd_fwd_gluon_kernel, (b * h * (p // 64), 1, 1), views, args, consts, x.device)

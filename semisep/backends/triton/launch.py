@@ -77,8 +77,9 @@ def _fwd_plan(b, T, h, p, g, n, dtype, has_dt, dt_softplus, has_dtb, D_dim, has_
     gram = fast and _gram(h, g, n) and not gluon_chunks
     flags = dict(HAS_DT=has_dt, DT_SOFTPLUS=dt_softplus, HAS_DTB=has_dtb)
     nb = _block(p, n, chunk_size, dtype)
-    # the decay arrays serve the backward where it runs chunks of Q too (not its blocks of
-    # the state's columns at n > 64, whose chunks are of 64: it makes its own)
+    # the decay arrays serve the backward where it runs chunks of Q too (its blocks of the
+    # state's columns at n > 64 run chunks of 64: so only where the forward is planned in
+    # chunks of 64 for the Gluon kernel; else the backward makes its own)
     bwd_Q = pick_config(p, nb, None if chunk_size < 0 else chunk_size, dtype, "bwd")["Q"]
     dec_opts = _dec_options(flags, has_seq, Q, for_grad and bwd_Q == Q, h)
     gram_opts = Options(Q=Q, BN=cfg["BN"], PREC=_prec(dtype),
