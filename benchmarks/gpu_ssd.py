@@ -165,7 +165,7 @@ def gluon_checks(report):
     loops beside the Gluon ones), dt_bias with softplus and D. Cases: p = 128 (two p-blocks:
     the forward's Gluon kernel, the Triton backward), p = 64 (every Gluon kernel), n = 128
     (the forward's Gluon kernel in chunks of 64 with B, C in halves, the backward's sweeps
-    in two blocks), and n = 128 with z (the backward's Gluon sweeps in two blocks of columns, the second adding
+    in two blocks; off, the Triton forward in the same chunks without GRAM), and n = 128 with z (the backward's Gluon sweeps in two blocks of columns, the second adding
     its dx, after the gate's pass; the Triton forward)."""
     from semisep.backends.triton import gluon_bwd, gluon_launch
     # the backward's kernels at these small shapes too (they take calls of 2^27 and more)
@@ -183,11 +183,13 @@ def gluon_checks(report):
 def _gluon_cases(report):
     """The cases of :func:`gluon_checks`."""
     from semisep.backends.triton import naive, ssd
-    for tag, (b, T, h, p, g, n), with_z, expect in [
-        ("p128", (2, 4096, 8, 128, 2, 64), False, (1, 0, 0)),
-        ("p64", (2, 4096, 8, 64, 2, 64), False, (1, 1, 1)),
-        ("n128", (2, 4096, 8, 64, 2, 128), False, (1, 1, 1)),
-        ("n128 z", (2, 4096, 8, 64, 2, 128), True, (0, 1, 1)),
+    # the n = 128 Gluon forward runs chunks of 64 without GRAM: the Triton kernel too, off
+    same_plan = {"SEMISEP_TRITON_FWD": "Q=64", "SEMISEP_TRITON_GRAM": "0"}
+    for tag, (b, T, h, p, g, n), with_z, expect, off in [
+        ("p128", (2, 4096, 8, 128, 2, 64), False, (1, 0, 0), {}),
+        ("p64", (2, 4096, 8, 64, 2, 64), False, (1, 1, 1), {}),
+        ("n128", (2, 4096, 8, 64, 2, 128), False, (1, 1, 1), same_plan),
+        ("n128 z", (2, 4096, 8, 64, 2, 128), True, (0, 1, 1), {}),
     ]:
         x, dt, A, B, C, D = make_inputs(b, T, h, p, g, n, torch.bfloat16, seed=4)
         A[3] = -1e4
@@ -203,7 +205,8 @@ def _gluon_cases(report):
         gy = torch.randn(b, T, h, p, device="cuda")
         runs = {}
         for flag in ("1", "0"):
-            with env_set({"SEMISEP_TRITON_ONE_LAUNCH": "0", "SEMISEP_TRITON_GLUON": flag}):
+            with env_set({"SEMISEP_TRITON_ONE_LAUNCH": "0", "SEMISEP_TRITON_GLUON": flag,
+                          **(off if flag == "0" else {})}):
                 with torch.profiler.profile(
                         activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
                     y, hT = ssd(x, None, B, C, return_final_state=True, **kw)

@@ -5,6 +5,7 @@
 (a Triton 3.6 venv: the device's version). Per kernel: registers, stack, shared memory, the
 number of wgmma (HGMMA) and of waits that leave products in flight (``DEPBAR.LE gsb0, 0x1+``)
 or none (``0x0``), and ptxas' C7514 warning (it serializes every wgmma of the kernel).
+With ``AOT_GLUON_SASS=DIR`` each kernel's SASS is written to ``DIR/NAME.sass`` as well.
 """
 import os
 import re
@@ -71,6 +72,9 @@ def report(name, fn, sig, consts):
                               text=True).stdout
         warn = subprocess.run([f"{BIN}/ptxas", "-arch=sm_90a", "-v", ptx, "-o",
                                os.path.join(d, "o.cubin")], capture_output=True, text=True)
+    if os.environ.get("AOT_GLUON_SASS"):
+        with open(os.path.join(os.environ["AOT_GLUON_SASS"], f"{name}.sass"), "w") as f:
+            f.write(sass)
     regs = re.search(r"REG:(\d+)", use).group(1)
     stack = re.search(r"STACK:(\d+)", use).group(1)
     instructions = len(re.findall(r"/\*[0-9a-f]{4}\*/", sass))

@@ -156,19 +156,19 @@ if gluon is not None:
 
         # the decay rows a chunk ahead (loaded where used they cost the forward a DRAM latency
         # a chunk, ncu s23-4; this sweep's gain is in s23-6's figures with the reverse one's)
-        fa, ea, ta = _chunk_rows(dec_ptr, etot_ptr, bh, BH, NC, 0, rows_b, rows)
+        da, ia, ea, ta = _chunk_rows(dec_ptr, etot_ptr, bh, BH, NC, 0, rows_b, rows)
         for c in range(NC):
             slot = c % STAGES
             t0 = c * Q
-            f, e_in, e_tot = fa, ea, ta
-            fa, ea, ta = _chunk_rows(dec_ptr, etot_ptr, bh, BH, NC, c + 1, rows_b, rows)
+            dtv, inv, e_in, e_tot = da, ia, ea, ta
+            da, ia, ea, ta = _chunk_rows(dec_ptr, etot_ptr, bh, BH, NC, c + 1, rows_b, rows)
             mbarrier.wait(bars.index(slot), (c // STAGES) & 1)
             xs = x_s.index(slot)
             dys = dy_s.index(slot)
             bs = b_s.index(slot)
             cs = c_s.index(slot)
             xr = xs.load(blk).to(gl.float32)
-            u_s.store((xr * f[:, None]).to(dtype))
+            u_s.store((xr * (dtv * inv)[:, None]).to(dtype))
             if HAS_D:
                 dD_acc += gl.sum(dys.load(blk).to(gl.float32) * xr, axis=1)
             fence_async_shared()
