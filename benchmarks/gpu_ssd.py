@@ -180,29 +180,45 @@ def gluon_checks(report):
            float(not compiled or any(run is None for _, run in compiled)), 0.5)
 
 
-def _gluon_cases(report):
-    """The cases of :func:`gluon_checks`."""
-    from semisep.backends.triton import naive, ssd
-    # the n = 128 Gluon forward runs chunks of 64 without GRAM: the Triton kernel too, off
-    same_plan = {"SEMISEP_TRITON_FWD": "Q=64", "SEMISEP_TRITON_GRAM": "0"}
-    for tag, (b, T, h, p, g, n), with_z, expect, off in [
-        ("p128", (2, 4096, 8, 128, 2, 64), False, (1, 0, 0), {}),
-        ("p64", (2, 4096, 8, 64, 2, 64), False, (1, 1, 1), {}),
-        ("n128", (2, 4096, 8, 64, 2, 128), False, (1, 1, 1), same_plan),
-        ("n128 z", (2, 4096, 8, 64, 2, 128), True, (0, 1, 1), {}),
-    ]:
+# the cases of gluon_checks: tag, (b, T, h, p, g, n), with z, which of _GLUON_KERNELS they
+# launch, the environment of the run they are compared with (SEMISEP_TRITON_GLUON=0); the
+# n = 128 Gluon forward runs chunks of 64 without GRAM: the Triton kernel too, there
+_SAME_PLAN = {"SEMISEP_TRITON_FWD": "Q=64", "SEMISEP_TRITON_GRAM": "0"}
+GLUON_CASES = [
+    ("p128", (2, 4096, 8, 128, 2, 64), False, (1, 0, 0), {}),
+    ("p64", (2, 4096, 8, 64, 2, 64), False, (1, 1, 1), {}),
+    ("n128", (2, 4096, 8, 64, 2, 128), False, (1, 1, 1), _SAME_PLAN),
+    ("n128 z", (2, 4096, 8, 64, 2, 128), True, (0, 1, 1), {}),
+]
+
+
+def gluon_case_inputs():
+    """Per case of :data:`GLUON_CASES`, in order: ``(case, ins, kw, gy)``, the inputs (each
+    requiring grad), ``ssd``'s keywords and the output's cotangent. dt_bias, z and gy come
+    from the global generator, as :func:`checks` seeds it (``torch.manual_seed(0)``): drawn
+    after that seed, the cases repeat the checks' inputs (``probe/grad_error.py --case``)."""
+    for case in GLUON_CASES:
+        b, T, h, p, g, n = case[1]
         x, dt, A, B, C, D = make_inputs(b, T, h, p, g, n, torch.bfloat16, seed=4)
         A[3] = -1e4
         dtb = torch.randn(h, device="cuda") * 0.5
         ins = [x, dt, A, B, C, D, dtb]
         kw = dict(dt=dt, A=A, D=D, dt_bias=dtb, dt_softplus=True)
-        if with_z:
+        if case[2]:
             z = torch.randn(b, T, h, p, device="cuda").to(torch.bfloat16)
             ins.append(z)
             kw["z"] = z
         for t in ins:
             t.requires_grad_(True)
         gy = torch.randn(b, T, h, p, device="cuda")
+        yield case, ins, kw, gy
+
+
+def _gluon_cases(report):
+    """The cases of :func:`gluon_checks`."""
+    from semisep.backends.triton import naive, ssd
+    for (tag, _, _, expect, off), ins, kw, gy in gluon_case_inputs():
+        x, B, C = ins[0], ins[3], ins[4]
         runs = {}
         for flag in ("1", "0"):
             with env_set({"SEMISEP_TRITON_ONE_LAUNCH": "0", "SEMISEP_TRITON_GLUON": flag,
@@ -233,7 +249,7 @@ def _gluon_cases(report):
         report(f"gluon {tag} final vs triton", rel(s1, s0), 1e-5)
         for nm, a, c in zip(names, g1, g0):
             report(f"gluon {tag} {nm} vs triton", rel(a, c), 1e-4)
-        del x, dt, A, B, C, D, dtb, ins, kw, y, hT, yr, sr, gref, runs, y1, y0, g1, g0, grads
+        del x, B, C, ins, kw, gy, y, hT, yr, sr, gref, runs, y1, y0, g1, g0, grads
         torch.cuda.empty_cache()
 
 
