@@ -192,12 +192,14 @@ print(json.dumps([run("--dump-resource-usage"), run("-sass")]))
 
 
 @needs_gluon
-def test_compiles_for_sm90_with_asynchronous_products(compiled_for_sm90):
-    got = compiled_for_sm90(_COMPILE)
-    usage, sass = got
+@pytest.mark.parametrize("n, products", [(64, 16), (128, 28)])
+def test_compiles_for_sm90_with_asynchronous_products(compiled_for_sm90, n, products):
+    """No stack; the products a chunk (four wgmma each at n = 64; at n = 128 C B^T and C S^T
+    as two of K = 64 and the state's update one a half: 7 x 4); waits that leave some of
+    them in flight, and no serializing ones."""
+    usage, sass = compiled_for_sm90(_COMPILE.replace("N=64, STAGES", f"N={n}, STAGES"))
     assert re.search(r"STACK:0\b", usage), usage
-    # four products of four wgmma each a chunk; waits that leave some in flight
-    assert sass.count("HGMMA.64x64x16.F32.BF16") == 16
+    assert sass.count("HGMMA.64x64x16.F32.BF16") == products
     assert len(re.findall(r"WARPGROUP\.DEPBAR\.LE gsb0, 0x[1-9]", sass)) >= 2
     # ptxas serializing the products (its C7514) puts a wait after every wgmma
     assert sass.count("WARPGROUP.DEPBAR.LE gsb0, 0x0") < 8

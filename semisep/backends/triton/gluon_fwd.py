@@ -153,6 +153,8 @@ if gluon is not None:
         # the decay rows ahead: loaded where used, each chunk waited a DRAM latency for them
         # (ncu s23-4: 13 % of the samples on one multiply of two of them). Two chunks ahead
         # at N = 64; one at N = 128, whose second half of the state fills the registers.
+        # ptxas still moves each new row into its loop-carried register within the chunk
+        # that loads it, and that move waits (ncu s24-4: 15 % of the samples at N = 64).
         da, ia, ea, ta = _chunk_rows(dec_ptr, etot_ptr, bh, BH, NC, 0, rows_b, rows)
         if HALVES == 1:
             db, ib, eb, tb = _chunk_rows(dec_ptr, etot_ptr, bh, BH, NC, 1, rows_b, rows)
@@ -241,6 +243,7 @@ if gluon is not None:
             _chunks(x_desc, b_desc, c_desc, y_desc, dec_ptr, etot_ptr, hT_ptr, Dv, b, h,
                     h // (H // G), pb, bh, gl.num_programs(0) // NPB, T, NC, PT, Q, P, N,
                     STAGES, HAS_D)
+
 
 def _shapes_ok(x, B, D, z, h0, seq_idx, capability):
     """What :func:`eligible` asks of the call itself (not of its plan)."""
