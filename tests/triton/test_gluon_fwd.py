@@ -86,17 +86,12 @@ def test_launcher_hands_it_the_factored_launch(monkeypatch):
     others."""
     from semisep.backends.triton import naive, ssd
 
-    monkeypatch.setenv("SEMISEP_TRITON_FAST", "1")
-    monkeypatch.setenv("SEMISEP_TRITON_ONE_LAUNCH", "0")
-    gen = torch.Generator().manual_seed(5)
     b, T, h, p, g, n, Q = 2, 48, 4, 16, 2, 16, 16
+    x, B, C = _two_launch_call(monkeypatch, 5, b, T, h, p, g, n)
     per_step = math.log(2.0 ** -64) / Q
     la = torch.full((b, T, h), 1e-3 * per_step)
     la[0, :, 1] = 1.01 * per_step          # past FACTOR_MIN: the exact loop
     la[1, 20, 2] = -math.inf               # a reset: the exact loop
-    x = torch.randn(b, T, h, p, generator=gen)
-    B = torch.randn(b, T, g, n, generator=gen)
-    C = torch.randn(b, T, g, n, generator=gen)
     yr, sr = naive.ssd_reference(x, la, B, C)
     calls = []
 
@@ -129,15 +124,10 @@ def test_launcher_plans_n128_for_it(monkeypatch):
     exact launch, now in chunks of 64, still gives the reference for its heads."""
     from semisep.backends.triton import naive, ssd
 
-    monkeypatch.setenv("SEMISEP_TRITON_FAST", "1")
-    monkeypatch.setenv("SEMISEP_TRITON_ONE_LAUNCH", "0")
-    gen = torch.Generator().manual_seed(6)
     b, T, h, p, g, n = 1, 128, 2, 16, 1, 128
+    x, B, C = _two_launch_call(monkeypatch, 6, b, T, h, p, g, n)
     la = torch.full((b, T, h), -1e-3)
     la[0, :, 1] = 1.01 * math.log(2.0 ** -64) / 64      # past FACTOR_MIN: the exact loop
-    x = torch.randn(b, T, h, p, generator=gen)
-    B = torch.randn(b, T, g, n, generator=gen)
-    C = torch.randn(b, T, g, n, generator=gen)
     yr, sr = naive.ssd_reference(x, la, B, C)
     seen = []
 
@@ -152,6 +142,16 @@ def test_launcher_plans_n128_for_it(monkeypatch):
     assert seen == [64]
     assert rel(y[0, :, 0], 2 * yr[0, :, 0]) < 1e-5 and rel(hT[0, 0], 2 * sr[0, 0]) < 1e-5
     assert rel(y[0, :, 1], yr[0, :, 1]) < 1e-5 and rel(hT[0, 1], sr[0, 1]) < 1e-5
+
+
+def _two_launch_call(monkeypatch, seed, b, T, h, p, g, n):
+    """Random x, B, C for a call launched as two kernels with the factored loop on (the
+    forward's factored launch is the one this kernel takes)."""
+    monkeypatch.setenv("SEMISEP_TRITON_FAST", "1")
+    monkeypatch.setenv("SEMISEP_TRITON_ONE_LAUNCH", "0")
+    gen = torch.Generator().manual_seed(seed)
+    return (torch.randn(b, T, h, p, generator=gen), torch.randn(b, T, g, n, generator=gen),
+            torch.randn(b, T, g, n, generator=gen))
 
 
 def rel(a, b):
