@@ -34,11 +34,14 @@ kernels' ``ATOMIC`` form does. H200 (benchmarks/NOTES.md, s21): at b=8, T=16K, h
 bf16, 0.956 / 1.412 ms against 1.161 / 1.606 for the Triton kernels' two launches, their
 results within 1.4e-7 (dx 1.1e-5: the atomic sums' order).
 
-The pre-pass's rows that a chunk's first statements take are read a chunk ahead: the forward
-sweep holds the next chunk's in registers, the reverse sweep copies the rows of dt and exp(l)
-into shared memory with the chunk's tiles (``cp.async``, each thread arriving on the ring's
-barrier when its copies land); loaded where used, each chunk waited a DRAM latency for them
-(H200 s23-6, one run: fwd+bwd at 16K 2.943 -> 2.877 ms at N = 64, 5.804 -> 5.572 at N = 128).
+The pre-pass's rows are read a chunk ahead: the forward sweep holds the next chunk's in
+registers (their product ``dt exp(-l)`` taken where it is used), the reverse sweep copies its
+six rows (dt, exp(l), exp(-l), keep, sig and the forward sweep's w) into shared memory with
+the chunk's tiles (``cp.async``, each thread arriving on the ring's barrier when its copies
+land) and reads each where it is used; loaded where used, each chunk waited a DRAM latency
+for them (H200 s23-6, one run: fwd+bwd at 16K 2.943 -> 2.877 ms at N = 64, 5.804 -> 5.572
+at N = 128, with dt's and exp(l)'s rows copied; all six, s24-2 / s24-3: N = 64 16K
+2.91-2.97 -> 2.77-2.84 ms).
 
 Where (:func:`eligible`): sm_90, bf16 inputs, dy and stored states, p = 64, chunks of 64, T a
 multiple of 64, calls of at least ``AT_LEAST`` = 2^27 (b h T n; smaller ones are bound by the
