@@ -2,6 +2,7 @@
 the same inputs: is a gradient's error the kernel's or the problem's?
 
     python benchmarks/probe/grad_error.py [--n 128] [--T 4096] [--seeds 4,5,6,7] [--case TAG]
+                                          [--device cpu] [--backend torch]
 
 The inputs of ``gpu_ssd.py --gluon-checks`` (b=2, h=8, p=64, g=2, head 3 with A = -1e4,
 dt_bias with softplus, D per head), each seed its own draw; with ``--case`` (a tag of
@@ -10,7 +11,9 @@ values as the check draws (z too). Per draw and gradient: the
 norm-wise relative error (as the checks compute it) of semisep in bf16 (16b), of semisep in fp32 on
 the same (bf16-representable) values, and of ``mamba_chunk_scan_combined`` in bf16; for dA
 also the error of each head and ``sum |dt dla| / |dA|``, how much the sum that makes dA
-cancels (dla from float64 autograd of the reference on the log-decays).
+cancels (dla from float64 autograd of the reference on the log-decays). ``--backend torch``
+runs semisep's torch backend instead (in bf16 on the CPU too: another bf16 implementation);
+``--device cpu`` with the Triton backend runs the interpreter in float16 (no bf16 dots there).
 """
 import argparse
 import os
@@ -23,7 +26,8 @@ sys.path.insert(0, os.path.join(HERE, ".."))
 sys.path.insert(0, os.path.join(HERE, "..", ".."))
 from gpu_ssd import gluon_case_inputs, load_mamba, make_inputs, rel  # noqa: E402
 
-from semisep.backends.triton import naive, ssd  # noqa: E402
+import semisep  # noqa: E402
+from semisep.backends.triton import naive  # noqa: E402
 
 NAMES = ["dx", "ddt", "dA", "dB", "dC", "dD", "ddt_bias", "dz"]
 
@@ -52,8 +56,11 @@ def grads(fn, ins, gy):
     return torch.autograd.grad((y.double() * gy.double()).sum(), ins)
 
 
-def semisep(x, dt, A, B, C, D, dtb, z=None):
-    return ssd(x, None, B, C, dt=dt, A=A, D=D, dt_bias=dtb, dt_softplus=True, z=z)
+def ours(backend):
+    def run(x, dt, A, B, C, D, dtb, z=None):
+        return semisep.ssd(x, None, B, C, dt=dt, A=A, D=D, dt_bias=dtb, dt_softplus=True, z=z,
+                           backend=backend)
+    return run
 
 
 def reference(x, dt, A, B, C, D, dtb, z=None):
@@ -68,8 +75,11 @@ def main():
     ap.add_argument("--seeds", default="4,5,6,7")
     ap.add_argument("--device", default="cuda", help="cpu: float16 under TRITON_INTERPRET=1")
     ap.add_argument("--case", help="a Gluon check's own inputs (CUDA), instead of --seeds")
+    ap.add_argument("--backend", default="triton", choices=["triton", "torch"])
     args = ap.parse_args()
-    dtype = torch.bfloat16 if args.device == "cuda" else torch.float16
+    interpreted = args.device == "cpu" and args.backend == "triton"
+    dtype = torch.float16 if interpreted else torch.bfloat16
+    semisep_ = ours(args.backend)
     mamba = load_mamba() if args.device == "cuda" else None
     b, h, p, g = 2, 8, 64, 2
     draws = ([(args.case, *checks_draw(args.case))] if args.case else
@@ -77,10 +87,11 @@ def main():
                *draw(s, b, args.T, h, p, g, args.n, dtype, args.device))
               for s in map(int, args.seeds.split(","))])
     for title, ins, gy in draws:
-        ref = grads(reference, ins, gy)
+        # from float64 leaves: a bf16 leaf's gradient would come back rounded to bf16
+        ref = grads(reference, [t.double() for t in ins], gy)
         print(title)
-        impls = {"semisep 16b": (semisep, ins),
-                 "semisep fp32": (semisep, [t.float() for t in ins])}
+        impls = {"semisep 16b": (semisep_, ins),
+                 "semisep fp32": (semisep_, [t.float() for t in ins])}
         if mamba is not None:
             impls["mamba 16b"] = (lambda x, dt, A, B, C, D, dtb, z=None: mamba(
                 x, dt, A, B, C, chunk_size=256, D=D, z=z, dt_bias=dtb, dt_softplus=True), ins)
