@@ -6,14 +6,15 @@ the same inputs: is a gradient's error the kernel's or the problem's?
 
 The inputs of ``gpu_ssd.py --gluon-checks`` (b=2, h=8, p=64, g=2, head 3 with A = -1e4,
 dt_bias with softplus, D per head), each seed its own draw; with ``--case`` (a tag of
-``gpu_ssd.GLUON_CASES``, e.g. ``n128`` or ``"n128 z"``) that check's own inputs, the same
-values as the check draws (z too). Per draw and gradient: the
-norm-wise relative error (as the checks compute it) of semisep in bf16 (16b), of semisep in fp32 on
-the same (bf16-representable) values, and of ``mamba_chunk_scan_combined`` in bf16; for dA
-also the error of each head and ``sum |dt dla| / |dA|``, how much the sum that makes dA
+``gpu_ssd.GLUON_CASES``, e.g. ``n128`` or ``"n128 z"``) that check's own values (z too). Per
+draw and gradient: the norm-wise relative error (as the checks compute it) of semisep in bf16
+(16b), of semisep in fp32 on the same (bf16-representable) values, and of
+``mamba_chunk_scan_combined`` in bf16, against float64 gradients taken from float64 leaves;
+for dA also each head's error and ``sum |dt dla| / |dA|``, how much the sum that makes dA
 cancels (dla from float64 autograd of the reference on the log-decays). ``--backend torch``
 runs semisep's torch backend instead (in bf16 on the CPU too: another bf16 implementation);
-``--device cpu`` with the Triton backend runs the interpreter in float16 (no bf16 dots there).
+``--device cpu`` with the Triton backend runs the interpreter in float16 (no bf16 dots there;
+set ``TRITON_INTERPRET=1``).
 """
 import argparse
 import os
