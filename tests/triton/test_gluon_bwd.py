@@ -118,27 +118,27 @@ def _columns(t, shape):
     return t.as_strided((b, T, g, 64), (T * g * n, g * n, n, 1))
 
 
-def _factored_heads(e_tot, ran):
-    """The (b, h) pairs whose chunks all decay by more than FACTOR_MIN (the Gluon kernels'
-    programs; the exact launch runs the others), each appended to ``ran`` as it is given."""
-    b, h = e_tot.shape[:2]
+def _factored_heads(x, B, e_tot, record, entry):
+    """The (b, h, group) of each head whose chunks all decay by more than FACTOR_MIN (the
+    Gluon kernels' programs; the exact launch runs the others), recording ``entry`` with the
+    list of the (b, h) given so far appended (``record``: the calls, as the test reads them)."""
+    b, _, h, _ = x.shape
+    ran = []
+    record.append(entry + (ran,))
     for i in range(b):
         for j in range(h):
             if e_tot[i, j].min() > 2.0 ** -64:
                 ran.append((i, j))
-                yield i, j
+                yield i, j, j // (h // B.shape[2])
 
 
 def _twin_fwdsweep(x, dy, B, C, c0, dec, etot, dC, w, dD, states, record):
     b, T, h, p = x.shape
-    g = B.shape[2]
     dtv, e_in, inv, keep, sig, e_tot, nc = _rows(dec, etot, b, h)
     Q = T // nc
     dCc = _columns(dC, B.shape)
-    ran = []
-    record.append(("fwd", c0, dD is not None, dC.data_ptr(), ran))
-    for i, j in _factored_heads(e_tot, ran):
-        k = j // (h // g)
+    for i, j, k in _factored_heads(x, B, e_tot, record,
+                                   ("fwd", c0, dD is not None, dC.data_ptr())):
         S = torch.zeros(p, 64, dtype=torch.float64)
         for c in range(nc):
             t = slice(c * Q, (c + 1) * Q)
@@ -160,15 +160,12 @@ def _twin_fwdsweep(x, dy, B, C, c0, dec, etot, dC, w, dD, states, record):
 
 def _twin_revsweep(x, dy, B, C, c0, dec, etot, states, w, A, D, dx, dB, ddt, dsum, record):
     b, T, h, p = x.shape
-    g = B.shape[2]
     dtv, e_in, inv, keep, sig, e_tot, nc = _rows(dec, etot, b, h)
     Q = T // nc
     dBc = _columns(dB, B.shape)
-    ran = []
-    record.append(("rev", c0, D is not None, dB.data_ptr(), ddt.data_ptr(), ran))
     upper = torch.ones(Q, Q, dtype=torch.bool).triu()          # [j, i]: i >= j
-    for i, j in _factored_heads(e_tot, ran):
-        k = j // (h // g)
+    for i, j, k in _factored_heads(x, B, e_tot, record,
+                                   ("rev", c0, D is not None, dB.data_ptr(), ddt.data_ptr())):
         dS = torch.zeros(p, 64, dtype=torch.float64)
         for c in reversed(range(nc)):
             t = slice(c * Q, (c + 1) * Q)

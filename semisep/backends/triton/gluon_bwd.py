@@ -62,9 +62,7 @@ from __future__ import annotations
 
 import torch
 
-from .config import _env, _interpret
-from .gluon_fwd import _FACTOR_MIN, gluon
-from .gluon_launch import capability as device_capability
+from .gluon_fwd import _FACTOR_MIN, gluon, switched_on
 from .gluon_launch import launch
 
 if gluon is not None:
@@ -434,8 +432,6 @@ def eligible(x, B, C, dy, st_dtype, D, h0, seq_idx, dhT, has_dt, Q, spans, block
     stored states' dtype, ``blocks`` the plan's ``(first column, width, forward sweep
     Options, reverse sweep Options)``, ``atomic`` whether the sums are atomic,
     ``capability`` the device's (read from x's device when None)."""
-    if gluon is None or _env("SEMISEP_TRITON_GLUON", "1") != "1" or _interpret():
-        return False
     b, T, h, p = x.shape
     if not (x.is_cuda and x.dtype == torch.bfloat16 and B.dtype == torch.bfloat16
             and dy.dtype == torch.bfloat16 and st_dtype == torch.bfloat16 and p == 64
@@ -454,7 +450,7 @@ def eligible(x, B, C, dy, st_dtype, D, h0, seq_idx, dhT, has_dt, Q, spans, block
             return False
     if any(t.data_ptr() % 16 for t in (x, B, C, dy)):                   # TMA's alignment
         return False
-    return (capability or device_capability(x.device)) == (9, 0)
+    return switched_on(x, capability)
 
 
 def launch_fwdsweep(x, dy, B, C, c0, dec, etot, dC, w, dD, states):

@@ -245,16 +245,22 @@ if gluon is not None:
                     STAGES, HAS_D)
 
 
+def switched_on(x, capability=None) -> bool:
+    """Whether the Gluon kernels (this module's and :mod:`.gluon_bwd`'s) may run on the CUDA
+    tensor ``x``'s device: this Triton has Gluon's Hopper API, the interpreter is off,
+    ``SEMISEP_TRITON_GLUON`` is not 0 and the device is sm_90 (``capability``: the device's,
+    read from x's device when None)."""
+    return (gluon is not None and _env("SEMISEP_TRITON_GLUON", "1") == "1" and not _interpret()
+            and (capability or device_capability(x.device)) == (9, 0))
+
+
 def _shapes_ok(x, B, D, z, h0, seq_idx, capability):
     """What :func:`eligible` asks of the call itself (not of its plan)."""
-    if gluon is None or _env("SEMISEP_TRITON_GLUON", "1") != "1" or _interpret():
-        return False
     b, T, h, p = x.shape
-    if not (x.is_cuda and x.dtype == torch.bfloat16 and B.shape[3] in (N_GLUON, 2 * N_GLUON)
+    return (x.is_cuda and x.dtype == torch.bfloat16 and B.shape[3] in (N_GLUON, 2 * N_GLUON)
             and p % Q_GLUON == 0 and T % Q_GLUON == 0 and T > 0 and z is None
-            and h0 is None and seq_idx is None and (D is None or D.dim() == 1)):
-        return False
-    return (capability or device_capability(x.device)) == (9, 0)
+            and h0 is None and seq_idx is None and (D is None or D.dim() == 1)
+            and switched_on(x, capability))
 
 
 def wants_chunks_of_64(x, B, D, z, h0, seq_idx, capability=None) -> bool:
