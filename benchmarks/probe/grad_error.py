@@ -2,14 +2,15 @@
 the same inputs: is a gradient's error the kernel's or the problem's?
 
     python benchmarks/probe/grad_error.py [--n 128] [--T 4096] [--seeds 4,5,6,7] [--case TAG]
-                                          [--device cpu] [--backend torch]
+                                          [--device cpu] [--backend torch] [--impls LIST]
 
 The inputs of ``gpu_ssd.py --gluon-checks`` (b=2, h=8, p=64, g=2, head 3 with A = -1e4,
 dt_bias with softplus, D per head), each seed its own draw; with ``--case`` (a tag of
 ``gpu_ssd.GLUON_CASES``, e.g. ``n128`` or ``"n128 z"``) that check's own values (z too). Per
 draw and gradient: the norm-wise relative error (as the checks compute it) of semisep in bf16
-(16b), of semisep in fp32 on the same (bf16-representable) values, and of
-``mamba_chunk_scan_combined`` in bf16, against float64 gradients taken from float64 leaves;
+(16b), of semisep in bf16 with fp32 inter-chunk states (16b-fs32, ``fp32_states=True``), of
+semisep in fp32 on the same (bf16-representable) values, and of ``mamba_chunk_scan_combined``
+in bf16 (``--impls``: a comma-separated subset of ``16b,16b-fs32,fp32,mamba``), against float64 gradients taken from float64 leaves;
 for dA also each head's error and ``sum |dt dla| / |dA|``, how much the sum that makes dA
 cancels (dla from float64 autograd of the reference on the log-decays). ``--backend torch``
 runs semisep's torch backend instead (in bf16 on the CPU too: another bf16 implementation);
@@ -57,10 +58,10 @@ def grads(fn, ins, gy):
     return torch.autograd.grad((y.double() * gy.double()).sum(), ins)
 
 
-def ours(backend):
+def ours(backend, fp32_states=False):
     def run(x, dt, A, B, C, D, dtb, z=None):
         return semisep.ssd(x, None, B, C, dt=dt, A=A, D=D, dt_bias=dtb, dt_softplus=True, z=z,
-                           backend=backend)
+                           backend=backend, fp32_states=fp32_states)
     return run
 
 
@@ -77,11 +78,15 @@ def main():
     ap.add_argument("--device", default="cuda", help="cpu: float16 under TRITON_INTERPRET=1")
     ap.add_argument("--case", help="a Gluon check's own inputs (CUDA), instead of --seeds")
     ap.add_argument("--backend", default="triton", choices=["triton", "torch"])
+    ap.add_argument("--impls", default="16b,fp32,mamba")
     args = ap.parse_args()
+    wanted = args.impls.split(",")
+    if not set(wanted) <= {"16b", "16b-fs32", "fp32", "mamba"}:
+        ap.error(f"--impls: got {args.impls!r}, wanted a subset of 16b,16b-fs32,fp32,mamba")
     interpreted = args.device == "cpu" and args.backend == "triton"
     dtype = torch.float16 if interpreted else torch.bfloat16
     semisep_ = ours(args.backend)
-    mamba = load_mamba() if args.device == "cuda" else None
+    mamba = load_mamba() if args.device == "cuda" and "mamba" in wanted else None
     b, h, p, g = 2, 8, 64, 2
     draws = ([(args.case, *checks_draw(args.case))] if args.case else
              [(f"seed {s} n {args.n} T {args.T}",
@@ -92,16 +97,18 @@ def main():
         ref = grads(reference, [t.double() for t in ins], gy)
         print(title)
         impls = {"semisep 16b": (semisep_, ins),
+                 "semisep 16b-fs32": (ours(args.backend, fp32_states=True), ins),
                  "semisep fp32": (semisep_, [t.float() for t in ins])}
+        impls = {k: v for k, v in impls.items() if k.split()[1] in wanted}
         if mamba is not None:
             impls["mamba 16b"] = (lambda x, dt, A, B, C, D, dtb, z=None: mamba(
                 x, dt, A, B, C, chunk_size=256, D=D, z=z, dt_bias=dtb, dt_softplus=True), ins)
         for name, (fn, args_) in impls.items():     # each printed as it is done
             gs = grads(fn, args_, gy)
-            print(f"  {name:13s} " + " ".join(f"{k} {rel(a, r):.2e}"
+            print(f"  {name:16s} " + " ".join(f"{k} {rel(a, r):.2e}"
                                                 for k, a, r in zip(NAMES, gs, ref)))
             per = (gs[2].double() - ref[2]).abs() / ref[2].abs().clamp_min(1e-300)
-            print(f"  {name:13s} dA per head " + " ".join(f"{v:.1e}" for v in per.tolist()))
+            print(f"  {name:16s} dA per head " + " ".join(f"{v:.1e}" for v in per.tolist()))
         print("  dA ref " + " ".join(f"{v:.3g}" for v in ref[2].tolist()))
         # dA = sum over (b, t) of dt_eff * dla: the cancellation of that sum per head
         x, dt, A, B, C, D, dtb = [t.detach().double() for t in ins[:7]]

@@ -197,7 +197,8 @@ def test_compiles_for_sm90_with_asynchronous_products(compiled_for_sm90, n, prod
     """No stack; the products a chunk (four wgmma each at n = 64; at n = 128 C B^T and C S^T
     as two of K = 64 and the state's update one a half: 7 x 4); waits that leave some of
     them in flight, and no serializing ones."""
-    usage, sass = compiled_for_sm90(_COMPILE.replace("N=64, STAGES", f"N={n}, STAGES"))
+    usage, sass = compiled_for_sm90(_COMPILE.replace("N=64, STAGES=2",
+                                                     f"N={n}, STAGES={GF.STAGES[n]}"))
     assert re.search(r"STACK:0\b", usage), usage
     assert sass.count("HGMMA.64x64x16.F32.BF16") == products
     assert len(re.findall(r"WARPGROUP\.DEPBAR\.LE gsb0, 0x[1-9]", sass)) >= 2

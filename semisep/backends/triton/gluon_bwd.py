@@ -71,11 +71,8 @@ if gluon is not None:
         fence_async_shared, mbarrier, tma, warpgroup_mma, warpgroup_mma_wait)
     from triton.experimental.gluon.language.nvidia.ampere import async_copy
 
-    from .gluon_fwd import _barrier, _chunk_rows, _factorable_g, _tma_load, _tma_store
+    from .gluon_fwd import _barrier, _cp_async, _factorable_g, _tma_load, _tma_store
     from .kernels import _kahan_add
-
-    # Triton 3.9 renamed the asynchronous copy (3.6: async_copy_global_to_shared)
-    _cp_async = getattr(async_copy, "async_load", None) or async_copy.async_copy_global_to_shared
 # the smallest call (b h T n) given to these kernels: below, a forward and backward is bound
 # by the host, where they save nothing and their launches cost more (H200 s22-3, N = 64,
 # T = 4K: host 1.02 ms against a device time of 0.77; the Triton kernels' 0.94 / 0.90)
@@ -106,6 +103,23 @@ if gluon is not None:
         _tma_load(dy_desc, [row, xcol], bar, dys)
         _tma_load(b_desc, [row, bcol], bar, bs)
         _tma_load(c_desc, [row, bcol], bar, cs)
+
+    @gluon.jit
+    def _chunk_rows(dec_ptr, etot_ptr, bh, BH, NC, c, rows_x, rows_y):
+        """Chunk ``c``'s pre-pass rows (:func:`.decays._pre_rows`' arrays): ``dt`` and
+        ``exp(-l)`` at the chunk's positions ``rows_x``, ``exp(l)`` at ``rows_y`` (each in its
+        vector's layout) and ``exp(l_end)``; the last chunk's for ``c >= NC`` (prefetches past
+        the end). The caller multiplies ``dt exp(-l)`` where it uses it: a product here would
+        wait for the loads (ncu s24-2: 22 % of the forward's samples on it). Copied into
+        shared memory beside the tiles instead, as the forward does (gluon_fwd._load_rows), the
+        sweep was no faster (H200 s25-2: fwd+bwd N = 64 16K 2.85 / 3.03 against 2.78 / 2.82)."""
+        c = gl.minimum(c, NC - 1)
+        TP = NC * rows_x.shape[0]
+        t0 = c * rows_x.shape[0]
+        dtv = gl.load(dec_ptr + bh * TP + t0 + rows_x)
+        inv = gl.load(dec_ptr + (5 * BH + bh) * TP + t0 + rows_x)
+        e_in = gl.load(dec_ptr + (3 * BH + bh) * TP + t0 + rows_y)
+        return dtv, inv, e_in, gl.load(etot_ptr + bh * NC + c)
 
     @gluon.jit
     def _fwdsweep_chunks(x_desc, dy_desc, b_desc, c_desc, st_desc, dec_ptr, etot_ptr, dC_ptr,

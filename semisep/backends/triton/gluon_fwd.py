@@ -14,12 +14,14 @@ Why: Triton 3.6 makes a ``tl.dot`` asynchronous only where a loop uses its resul
 the next iteration's accumulator, so the Triton kernel waits for each of a chunk's four
 products before its next statement. Here ``C B^T`` and ``C S^T`` are issued, u is made and
 stored while they run, ``B^T u`` is issued, G is masked as soon as ``C B^T`` is done, and
-``G u`` runs while the state is updated; x, B and C arrive by TMA into a ring of buffers and
-y leaves by TMA; the decay rows are loaded ahead. At n = 128, B, C and the state are held in
-two halves of 64 columns. H200 (benchmarks/NOTES.md, b=8, T=16K, h=32, p=64, bf16): at n = 64
+``G u`` runs while the state is updated; x, B and C arrive by TMA into a ring of buffers, the
+chunk's decay rows by asynchronous copies beside them, and y leaves by TMA; x is read from
+shared memory once, for u and for ``D x``. At n = 128, B, C and the state are held in two
+halves of 64 columns. H200 (benchmarks/NOTES.md, b=8, T=16K, h=32, p=64, bf16): at n = 64
 0.52 against 0.62 ms for the kernel (s19), the forward 0.555 -> 0.50 ms with the pre-pass once
-the rows were read ahead (s23); at n = 128 the forward 0.954 -> 0.629 ms (s24-1, against
-the Triton kernel's chunks of 32 with GRAM).
+the rows were read ahead (s23), 0.475 -> 0.442 with the rows in the ring, x read once and a
+ring of 3 (s25); at n = 128 the forward 0.954 -> 0.629 ms (s24-1, against the Triton kernel's
+chunks of 32 with GRAM).
 
 Where (:func:`eligible`): a CUDA device of compute capability 9.0, bf16, n = 64 or 128 (the
 launcher plans an n = 128 call in chunks of 64 for it, :func:`wants_chunks_of_64`), p a
@@ -46,12 +48,18 @@ try:
     from triton.experimental.gluon import language as gl
     from triton.experimental.gluon.language.nvidia.hopper import (
         fence_async_shared, mbarrier, tma, warpgroup_mma, warpgroup_mma_wait)
+    from triton.experimental.gluon.language.nvidia.ampere import async_copy
 except ImportError:     # a Triton without Gluon's Hopper API: the Triton kernels only
     gluon = None
 
 Q_GLUON = 64         # chunk length, state columns and block of p of this kernel
 N_GLUON = 64
 _FACTOR_MIN = 2.0 ** -64     # decays.FACTOR_MIN
+# the chunks in the ring of x, B and C, by n: at n = 64 a ring of 3 (100632 B of shared
+# memory, still two CTAs an SM) once the decay rows came with the tiles, 0.456-0.462 -> 0.442
+# ms at 16K (H200 s25-4; no faster while the rows were loaded into registers, s19 and s24-1);
+# at n = 128 a ring of 3 leaves one CTA an SM (s24-1: 0.729 against 0.629 ms)
+STAGES = {N_GLUON: 3, 2 * N_GLUON: 2}
 
 
 if gluon is not None:
@@ -60,6 +68,8 @@ if gluon is not None:
     _tma_load = getattr(tma, "async_load", None) or tma.async_copy_global_to_shared
     _tma_store = getattr(tma, "async_store", None) or tma.async_copy_shared_to_global
     _barrier = getattr(gl, "thread_barrier", None) or gl.barrier
+    # and the asynchronous copy (3.6: async_copy_global_to_shared)
+    _cp_async = getattr(async_copy, "async_load", None) or async_copy.async_copy_global_to_shared
 
     @gluon.jit
     def _load_chunk(x_desc, b_desc, c_desc, bar, xs, b_s, c_s, k, row, xcol, bcol,
@@ -87,19 +97,18 @@ if gluon is not None:
         return least > FACTOR_MIN
 
     @gluon.jit
-    def _chunk_rows(dec_ptr, etot_ptr, bh, BH, NC, c, rows_x, rows_y):
-        """Chunk ``c``'s pre-pass rows (:func:`.decays._pre_rows`' arrays): ``dt`` and
-        ``exp(-l)`` at the chunk's positions ``rows_x``, ``exp(l)`` at ``rows_y`` (each in its
-        vector's layout) and ``exp(l_end)``; the last chunk's for ``c >= NC`` (prefetches past
-        the end). The caller multiplies ``dt exp(-l)`` where it uses it: a product here would
-        wait for the loads (ncu s24-2: 22 % of the forward's samples on it)."""
-        c = gl.minimum(c, NC - 1)
-        TP = NC * rows_x.shape[0]
-        t0 = c * rows_x.shape[0]
-        dtv = gl.load(dec_ptr + bh * TP + t0 + rows_x)
-        inv = gl.load(dec_ptr + (5 * BH + bh) * TP + t0 + rows_x)
-        e_in = gl.load(dec_ptr + (3 * BH + bh) * TP + t0 + rows_y)
-        return dtv, inv, e_in, gl.load(etot_ptr + bh * NC + c)
+    def _load_rows(dec_ptr, bh, BH, TP, t0, rd, ri, re, bar):
+        """The pre-pass's rows dt, exp(-l) and exp(l) (rows 0, 5 and 3 of ``dec``) at the
+        chunk's positions from ``t0`` into the buffers ``rd``, ``ri``, ``re`` (one a row: in one
+        buffer Triton's barrier analysis puts a CTA barrier between every two copies) by
+        asynchronous copies, each thread arriving on ``bar`` when its copies have landed
+        (``bar`` counts one arrival a thread beside the TMA's expect)."""
+        pos = gl.arange(0, rd.shape[0], layout=gl.BlockedLayout([1], [32], [gl.num_warps()],
+                                                                  [0]))
+        _cp_async(rd, dec_ptr + bh * TP + t0 + pos)
+        _cp_async(ri, dec_ptr + (5 * BH + bh) * TP + t0 + pos)
+        _cp_async(re, dec_ptr + (3 * BH + bh) * TP + t0 + pos)
+        async_copy.mbarrier_arrive(bar, increment_count=False)
 
     @gluon.jit
     def _chunks(x_desc, b_desc, c_desc, y_desc, dec_ptr, etot_ptr, hT_ptr, Dv, b, h, grp, pb,
@@ -114,27 +123,40 @@ if gluon is not None:
         mmaq: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
                                                        instr_shape=[16, Q, 16])
         dotA: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=mma, k_width=2)
-        blk: gl.constexpr = gl.BlockedLayout([1, 8], [32 // (P // 8), P // 8], [4, 1], [1, 0])
         dtype: gl.constexpr = x_desc.dtype
         sl: gl.constexpr = x_desc.layout
         H2: gl.constexpr = 64             # the columns of a half
         HALVES: gl.constexpr = N // H2
 
+        TP = NC * Q
         x_s = gl.allocate_shared_memory(dtype, [STAGES, Q, P], sl)
         b_s = gl.allocate_shared_memory(dtype, [HALVES * STAGES, Q, H2], b_desc.layout)
         c_s = gl.allocate_shared_memory(dtype, [HALVES * STAGES, Q, H2], c_desc.layout)
         u_s = gl.allocate_shared_memory(dtype, [Q, P], sl)
         S_s = gl.allocate_shared_memory(dtype, [HALVES, H2, P], sl)   # the state entering
-        y_s = gl.allocate_shared_memory(dtype, [Q, P], y_desc.layout)
+        if HALVES == 1:
+            y_s = gl.allocate_shared_memory(dtype, [Q, P], y_desc.layout)
+        else:
+            # y leaves from u's buffer: with a buffer of its own the N = 128 kernel takes
+            # 116240 B of shared memory, past the 115712 that two CTAs an SM allow
+            y_s = u_s
+        # the chunk's decay rows beside its tiles (_load_rows)
+        rl: gl.constexpr = gl.SwizzledSharedLayout(1, 1, 1, [0])
+        rd_s = gl.allocate_shared_memory(gl.float32, [STAGES, Q], rl)
+        ri_s = gl.allocate_shared_memory(gl.float32, [STAGES, Q], rl)
+        re_s = gl.allocate_shared_memory(gl.float32, [STAGES, Q], rl)
         bars = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
         for s in gl.static_range(STAGES):
-            mbarrier.init(bars.index(s), count=1)
+            # the TMA's expect, and each thread's copies of the rows
+            mbarrier.init(bars.index(s), count=1 + gl.num_warps() * 32)
 
         row0 = b * T
         xcol = h * PT + pb * P
         nbytes: gl.constexpr = 2 * Q * (P + 2 * N)
         for s in gl.static_range(STAGES - 1):
             if s < NC:
+                _load_rows(dec_ptr, bh, BH, TP, s * Q, rd_s.index(s), ri_s.index(s),
+                           re_s.index(s), bars.index(s))
                 _load_chunk(x_desc, b_desc, c_desc, bars.index(s), x_s.index(s), b_s, c_s,
                             HALVES * s, row0 + s * Q, xcol, grp * N, H2, HALVES, nbytes)
 
@@ -146,27 +168,16 @@ if gluon is not None:
         fence_async_shared()
         zero = gl.zeros([Q, P], gl.float32, mma)
         zq = gl.zeros([Q, Q], gl.float32, mmaq)
-        rows = gl.arange(0, Q, layout=gl.SliceLayout(1, mma))
-        rows_b = gl.arange(0, Q, layout=gl.SliceLayout(1, blk))
         lower = (gl.arange(0, Q, layout=gl.SliceLayout(1, mmaq))[:, None]
                  >= gl.arange(0, Q, layout=gl.SliceLayout(0, mmaq))[None, :])
-        # the decay rows ahead: loaded where used, each chunk waited a DRAM latency for them
-        # (ncu s23-4: 13 % of the samples on one multiply of two of them). Two chunks ahead
-        # at N = 64; one at N = 128, whose second half of the state fills the registers.
-        # ptxas still moves each new row into its loop-carried register within the chunk
-        # that loads it, and that move waits (ncu s24-4: 15 % of the samples at N = 64).
-        da, ia, ea, ta = _chunk_rows(dec_ptr, etot_ptr, bh, BH, NC, 0, rows_b, rows)
-        if HALVES == 1:
-            db, ib, eb, tb = _chunk_rows(dec_ptr, etot_ptr, bh, BH, NC, 1, rows_b, rows)
+        # the decay rows arrive with the chunk's tiles: loaded into registers, even chunks
+        # ahead, each chunk waited for them (ncu s23-4, s24-4: 13-15 % of the samples). The
+        # chunk's total decay, a scalar, is loaded a chunk ahead, once the state has taken
+        # the current one.
+        e_tot = gl.load(etot_ptr + bh * NC)
         for c in range(NC):
             slot = c % STAGES
             t0 = c * Q
-            dtv, inv, e_in, e_tot = da, ia, ea, ta
-            if HALVES == 1:
-                da, ia, ea, ta = db, ib, eb, tb
-                db, ib, eb, tb = _chunk_rows(dec_ptr, etot_ptr, bh, BH, NC, c + 2, rows_b, rows)
-            else:
-                da, ia, ea, ta = _chunk_rows(dec_ptr, etot_ptr, bh, BH, NC, c + 1, rows_b, rows)
             mbarrier.wait(bars.index(slot), (c // STAGES) & 1)
             xs = x_s.index(slot)
             b0 = b_s.index(HALVES * slot)
@@ -182,9 +193,17 @@ if gluon is not None:
             nxt = c + STAGES - 1
             if nxt < NC:
                 ns = nxt % STAGES
+                _load_rows(dec_ptr, bh, BH, TP, nxt * Q, rd_s.index(ns), ri_s.index(ns),
+                           re_s.index(ns), bars.index(ns))
                 _load_chunk(x_desc, b_desc, c_desc, bars.index(ns), x_s.index(ns), b_s, c_s,
                             HALVES * ns, row0 + nxt * Q, xcol, grp * N, H2, HALVES, nbytes)
-            u_s.store((xs.load(blk).to(gl.float32) * (dtv * inv)[:, None]).to(dtype))
+            # x read from shared memory once, in the products' layout, for u and for D x
+            xm = xs.load(mma)
+            dtv = rd_s.index(slot).load(gl.SliceLayout(1, mma))
+            inv = ri_s.index(slot).load(gl.SliceLayout(1, mma))
+            if HALVES == 2:
+                tma.store_wait(pendings=0)      # the previous chunk's y has left u's buffer
+            u_s.store((xm.to(gl.float32) * (dtv * inv)[:, None]).to(dtype))
             fence_async_shared()
             S0 = warpgroup_mma(b0.permute((1, 0)), u_s, S0, is_async=True)
             if HALVES == 2:
@@ -201,14 +220,16 @@ if gluon is not None:
                 S0 = warpgroup_mma_wait(num_outstanding=1, deps=(S0,))
             S0 = S0 * e_tot
             S_s.index(0).store(S0.to(dtype))
+            e_tot = gl.load(etot_ptr + bh * NC + gl.minimum(c + 1, NC - 1))
+            e_in = re_s.index(slot).load(gl.SliceLayout(1, mma))
             yv = warpgroup_mma_wait(num_outstanding=0, deps=(acc,))
-            fence_async_shared()
             yv = yv * e_in[:, None]
             if HAS_D:
-                yv = yv + xs.load(mma).to(gl.float32) * Dv
-            tma.store_wait(pendings=0)          # the previous chunk's y has left y_s
+                yv = yv + xm.to(gl.float32) * Dv
+            if HALVES == 1:
+                tma.store_wait(pendings=0)      # the previous chunk's y has left y_s
             y_s.store(yv.to(dtype))
-            fence_async_shared()
+            fence_async_shared()                # for y's copy and the next chunk's S^T
             _tma_store(y_desc, [row0 + t0, xcol], y_s)
         tma.store_wait(pendings=0)
         # the final state, (b, H, PT, N) fp32, from the halves of S^T (N, P)
@@ -285,13 +306,12 @@ def eligible(x, B, C, D, z, h0, seq_idx, Q, fwd_opts, capability=None) -> bool:
 
 def launch_fwd(x, B, C, D, dec, etot, y, hT):
     """Launch :func:`ssd_fwd_gluon_kernel` into ``y`` and ``hT`` (x, B, C contiguous, B and C
-    in x's dtype), with a ring of 2 chunks (3: no faster, H200 s19 and s24-1 with the rows
-    ahead; 4: one CTA an SM)."""
+    in x's dtype), with a ring of :data:`STAGES` chunks."""
     b, T, h, p = x.shape
     g, n = B.shape[2], B.shape[3]
     rows = b * T
     views = ((x, rows, h * p), (B, rows, g * n), (C, rows, g * n), (y, rows, h * p))
     args = (dec, etot, D if D is not None else hT, hT, T, h, g, T // Q_GLUON, p)
-    consts = dict(Q=Q_GLUON, P=64, N=n, STAGES=2, HAS_D=D is not None,
+    consts = dict(Q=Q_GLUON, P=64, N=n, STAGES=STAGES[n], HAS_D=D is not None,
                   FACTOR_MIN=_FACTOR_MIN)
     launch(ssd_fwd_gluon_kernel, (b * h * (p // 64), 1, 1), views, args, consts, x.device)
