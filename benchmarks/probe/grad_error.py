@@ -9,8 +9,10 @@ dt_bias with softplus, D per head), each seed its own draw; with ``--case`` (a t
 ``gpu_ssd.GLUON_CASES``, e.g. ``n128`` or ``"n128 z"``) that check's own values (z too). Per
 draw and gradient: the norm-wise relative error (as the checks compute it) of semisep in bf16
 (16b), of semisep in bf16 with fp32 inter-chunk states (16b-fs32, ``fp32_states=True``), of
-semisep in fp32 on the same (bf16-representable) values, and of ``mamba_chunk_scan_combined``
-in bf16 (``--impls``: a comma-separated subset of ``16b,16b-fs32,fp32,mamba``), against float64 gradients taken from float64 leaves;
+semisep in fp32 on the same (bf16-representable) values, of semisep in fp32 given the
+cotangent rounded to bf16 (fp32-dy16: the error that the rounding of dy, which every bf16
+implementation receives, makes alone), and of ``mamba_chunk_scan_combined`` in bf16
+(``--impls``: a comma-separated subset of ``16b,16b-fs32,fp32,fp32-dy16,mamba``), against float64 gradients taken from float64 leaves;
 for dA also each head's error and ``sum |dt dla| / |dA|``, how much the sum that makes dA
 cancels (dla from float64 autograd of the reference on the log-decays). ``--backend torch``
 runs semisep's torch backend instead (in bf16 on the CPU too: another bf16 implementation);
@@ -81,8 +83,9 @@ def main():
     ap.add_argument("--impls", default="16b,fp32,mamba")
     args = ap.parse_args()
     wanted = args.impls.split(",")
-    if not set(wanted) <= {"16b", "16b-fs32", "fp32", "mamba"}:
-        ap.error(f"--impls: got {args.impls!r}, wanted a subset of 16b,16b-fs32,fp32,mamba")
+    known = {"16b", "16b-fs32", "fp32", "fp32-dy16", "mamba"}
+    if not set(wanted) <= known:
+        ap.error(f"--impls: got {args.impls!r}, wanted a subset of {','.join(sorted(known))}")
     interpreted = args.device == "cpu" and args.backend == "triton"
     dtype = torch.float16 if interpreted else torch.bfloat16
     semisep_ = ours(args.backend)
@@ -96,15 +99,20 @@ def main():
         # from float64 leaves: a bf16 leaf's gradient would come back rounded to bf16
         ref = grads(reference, [t.double() for t in ins], gy)
         print(title)
-        impls = {"semisep 16b": (semisep_, ins),
-                 "semisep 16b-fs32": (ours(args.backend, fp32_states=True), ins),
-                 "semisep fp32": (semisep_, [t.float() for t in ins])}
+        gy16 = gy.to(dtype).to(gy.dtype)
+        impls = {"semisep 16b": (semisep_, ins, gy),
+                 "semisep 16b-fs32": (ours(args.backend, fp32_states=True), ins, gy),
+                 "semisep fp32": (semisep_, [t.float() for t in ins], gy),
+                 # fp32 throughout but the cotangent, rounded as a 16-bit y's gradient is
+                 # (every 16-bit implementation's dy): the error that rounding alone makes
+                 "semisep fp32-dy16": (semisep_, [t.float() for t in ins], gy16)}
         impls = {k: v for k, v in impls.items() if k.split()[1] in wanted}
         if mamba is not None:
             impls["mamba 16b"] = (lambda x, dt, A, B, C, D, dtb, z=None: mamba(
-                x, dt, A, B, C, chunk_size=256, D=D, z=z, dt_bias=dtb, dt_softplus=True), ins)
-        for name, (fn, args_) in impls.items():     # each printed as it is done
-            gs = grads(fn, args_, gy)
+                x, dt, A, B, C, chunk_size=256, D=D, z=z, dt_bias=dtb, dt_softplus=True), ins,
+                gy)
+        for name, (fn, args_, gy_) in impls.items():     # each printed as it is done
+            gs = grads(fn, args_, gy_)
             print(f"  {name:16s} " + " ".join(f"{k} {rel(a, r):.2e}"
                                                 for k, a, r in zip(NAMES, gs, ref)))
             per = (gs[2].double() - ref[2]).abs() / ref[2].abs().clamp_min(1e-300)
