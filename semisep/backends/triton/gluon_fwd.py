@@ -170,10 +170,10 @@ if gluon is not None:
         zq = gl.zeros([Q, Q], gl.float32, mmaq)
         lower = (gl.arange(0, Q, layout=gl.SliceLayout(1, mmaq))[:, None]
                  >= gl.arange(0, Q, layout=gl.SliceLayout(0, mmaq))[None, :])
-        # the decay rows arrive with the chunk's tiles: loaded into registers, even chunks
-        # ahead, each chunk waited for them (ncu s23-4, s24-4: 13-15 % of the samples). The
+        # the decay rows arrive with the chunk's tiles (loaded into registers, even two chunks
+        # ahead, each chunk waited for them: ncu s23-4, s24-4, 13-15 % of the samples); the
         # chunk's total decay, a scalar, is loaded a chunk ahead, once the state has taken
-        # the current one.
+        # the current one
         e_tot = gl.load(etot_ptr + bh * NC)
         for c in range(NC):
             slot = c % STAGES
