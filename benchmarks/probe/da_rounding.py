@@ -4,22 +4,26 @@
 
 dA = sum over (b, t) of dt * dla, whose terms cancel (``grad_error.py``: 84- to 1390-fold on
 the Gluon checks' n128 draw, where ours erred 1.25e-2 and mamba_ssm 3.9e-3, H200 s25-1). The
-sweeps of ``semisep/backends/triton/gluon_bwd.py`` (their float64 twins in
-``tests/triton/test_gluon_bwd.py``) make dla from
+factored sweeps (``semisep/backends/triton/gluon_bwd.py``, their float64 twins in
+``tests/triton/test_gluon_bwd.py``), for a (b, h) whose every chunk decays by more than
+2^-64, make dla from
 
     w = exp(l) (dy S, C) + rowsum(P) - colsum(P),  P = strict(C B^T o dy u^T) exp(l)_rows
     dla = suffix(w) + prefix_excl(r2) + exp(l_end) <dS, S_in>,  r2 = (x, B dsx^T) dt exp(-l)
 
 per block of 64 state columns, with u = x dt exp(-l), dsx = exp(l_end) dS and
-dS <- exp(l_end) dS + dy^T (exp(l) C). This script runs those formulas in float64 and rounds
-to bf16 only the operands named (each where the kernels round it): ``dy`` the cotangent
-(y's dtype: every implementation has it), ``u``, ``S`` (the state as a dot's operand),
-``Sst`` (the stored state in the crossing term), ``cv`` (exp(l) C), ``dsx``. Per draw (the
-probe's inputs of ``grad_error.py``: b=2, h=8, p=64, g=2, softplus(dt + dt_bias), head 3 at
-A = -1e4) and rounding set: dA's norm-wise error and each head's, against the emulation
-without rounding, over the heads all of whose (b, h) run these sweeps (every chunk decaying
-by more than 2^-64; the others take the exact loop, another formula), where that emulation
-equals float64 autograd of the reference (checked per draw, to 1e-9).
+dS <- exp(l_end) dS + dy^T (exp(l) C); the Triton kernels' exact loop (the other (b, h); on
+these draws most of them) takes P = strict(C B^T o L o dy (x dt)^T) with L_ij = exp(l_i - l_j),
+r2 = (x dt, (B dS^T) exp(l_end - l)) and the state's step from x dt exp(l_end - l). This
+script runs those formulas in float64 and rounds to bf16 only the operands named (each where
+the kernels round it): ``dy`` the cotangent (y's dtype: every implementation has it), ``u``,
+``S`` (the state as a dot's operand), ``Sst`` (the stored state in the crossing term), ``cv``
+(exp(l) C), ``dsx`` (the adjoint as an operand), ``xs`` (x dt as the exact loop's operand),
+``xd`` (x dt exp(l_end - l), the exact state step's). Per draw (the probe's inputs of
+``grad_error.py``: b=2, h=8, p=64, g=2, softplus(dt + dt_bias), head 3 at A = -1e4) and
+rounding set: dA's norm-wise error and each head's against the emulation without rounding,
+which equals float64 autograd of the reference (asserted per draw, to 1e-9; head 3 left out:
+every chunk of it clamped).
 """
 import argparse
 import os
@@ -34,14 +38,16 @@ from grad_error import draw  # noqa: E402
 
 from semisep.backends.triton import naive  # noqa: E402
 
-# the operands each form rounds to bf16 (module docstring); "fix": the exact loop's products
-# with x dt taking x itself (M = dy x^T scaled by dt in fp32, r2 from x), x dt exp(l_end - l)
-# rounded once for the state's step
+# the operands each form rounds to bf16 (module docstring). "kernels": the sweeps' own, where
+# the exact loop's products with x dt take x itself (M = dy x^T scaled by dt in fp32, r2 from
+# x) and the state's step rounds x dt exp(l_end - l) once; "x dt": as they were until s25,
+# bf16(x dt) the operand of those products and of the state's step (written as "kernels" and
+# "fix" in results/cpu_s25_da_rounding.log: "fix" is today's "kernels")
 NAMES = ("dy", "u", "S", "Sst", "cv", "dsx", "xs", "xd")
 SETS = {"dy": ("dy",), "dy+u": ("dy", "u"), "dy+xs": ("dy", "xs"), "dy+xd": ("dy", "xd"),
         "dy+S": ("dy", "S"), "dy+Sst": ("dy", "Sst"), "dy+cv": ("dy", "cv"),
-        "dy+dsx": ("dy", "dsx"), "kernels": ("dy", "u", "S", "Sst", "cv", "dsx", "xs", "xd"),
-        "fix": ("dy", "u", "S", "Sst", "cv", "dsx", "xd")}
+        "dy+dsx": ("dy", "dsx"), "x dt": ("dy", "u", "S", "Sst", "cv", "dsx", "xs", "xd"),
+        "kernels": ("dy", "u", "S", "Sst", "cv", "dsx", "xd")}
 
 
 def bf(t):

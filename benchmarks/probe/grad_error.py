@@ -17,7 +17,7 @@ for dA also each head's error and ``sum |dt dla| / |dA|``, how much the sum that
 cancels (dla from float64 autograd of the reference on the log-decays). ``--backend torch``
 runs semisep's torch backend instead (in bf16 on the CPU too: another bf16 implementation);
 ``--device cpu`` with the Triton backend runs the interpreter in float16 (no bf16 dots there;
-set ``TRITON_INTERPRET=1``).
+set ``TRITON_INTERPRET=1`` and ``SEMISEP_TRITON_CPU=1``).
 """
 import argparse
 import os

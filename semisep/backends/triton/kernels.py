@@ -285,13 +285,14 @@ def ssd_gram_kernel(B_ptr, C_ptr, gl_ptr, T, G, N, Q: tl.constexpr, BN: tl.const
 
 
 @triton.jit
-def _bwd_state_step(S, u, to_end, e_tot, Bt, FACTORED: tl.constexpr, PREC: tl.constexpr):
-    """The state after a chunk, ``exp(l_end) S + (xs exp(l_end - l))^T B``, from ``u``:
-    ``xs exp(-l)`` (FACTORED) or xs."""
+def _bwd_state_step(S, u, rs, e_tot, Bt, FACTORED: tl.constexpr, PREC: tl.constexpr):
+    """The state after a chunk, ``exp(l_end) S + (x dt exp(l_end - l))^T B``, from ``u``:
+    ``x dt exp(-l)`` (FACTORED, rounded to x's dtype) or x with ``rs = dt exp(l_end - l)``
+    (the product rounded once, as the forward rounds it)."""
     if FACTORED:
         out = tl.dot(tl.trans(u), Bt, S, input_precision=PREC) * e_tot
     else:
-        xd = (u.to(tl.float32) * to_end[:, None]).to(u.dtype)
+        xd = (u.to(tl.float32) * rs[:, None]).to(u.dtype)
         out = tl.dot(tl.trans(xd), Bt, S * e_tot, input_precision=PREC)
     return out
 
@@ -366,10 +367,11 @@ def ssd_bwd_fwdsweep_kernel(
                 mask_t, m_tp, m_tn, x, Bt, Ct = _chunk_inputs(
                     x_base, B_base, C_base, t, T, H, G, P, N, NS, offs_p, offs_n, EVEN)
                 dyt = _ld(_tile(dy_base, t, H * P, offs_p), m_tp, EVEN)
-                if HAS_DT:
-                    xs = (x.to(tl.float32) * dtv[:, None]).to(dtype)
-                else:
-                    xs = x
+                # x dt enters no product rounded: dy x^T takes dt on its columns in fp32, the
+                # state's step x dt exp(l_end - l) rounded once (CPU emulation,
+                # benchmarks/probe/da_rounding.py: the exact loop's bf16(x dt) operand made dA's
+                # error up to 2.7x that of the cotangent's own rounding)
+                ste = dtv * to_end
                 if F:
                     # L_ij = e_in_i inv_j: with u = xs inv, (G o L) xs = e_in (G_lower u) and
                     # (M o L) B = e_in ((dy u^T)_lower B); with segments e_w = exp(ls) for
@@ -378,12 +380,12 @@ def ssd_bwd_fwdsweep_kernel(
                                             c, b64, h, H, t, e_in, e_tot)
                     u = (x.to(tl.float32) * (dtv * inv)[:, None]).to(dtype)
                     if HAS_SEQ:
-                        us = xs
+                        us = x
                     else:
                         us = u
                 else:
                     L = _L_tile(hi, lo, e_in, inv, e_tot, offs_q, False, FACTOR)
-                    us = xs
+                    us = x
                 STEP_F: tl.constexpr = F and not HAS_SEQ   # _bwd_state_step's form
                 # The order keeps few fp32 tiles live at once (Triton 3.6, sm_90,
                 # benchmarks/NOTES.md): P and its sums before dy S, whose row sums are taken before
@@ -396,7 +398,7 @@ def ssd_bwd_fwdsweep_kernel(
                 Gm = tl.dot(Ct, tl.trans(Bt), input_precision=PREC)
                 Sb = S.to(dtype)
                 if NARROW:
-                    S = _bwd_state_step(S, us, to_end, e_tot, Bt, STEP_F, PREC)
+                    S = _bwd_state_step(S, us, ste, e_tot, Bt, STEP_F, PREC)
                 else:
                     _st(st_row0 + _slot_offset(c - C0, P * N, WIDE) + st_loc,
                         S.to(st_ptr.dtype.element_ty), st_mask, EVEN)
@@ -405,7 +407,7 @@ def ssd_bwd_fwdsweep_kernel(
                     Mu = tl.dot(dyt, tl.trans(u), input_precision=PREC)      # dy_i . xs_j inv_j
                     Ml = tl.where(_lower(offs_q, seg, HAS_SEQ), Mu, 0.0).to(dtype)
                 else:
-                    M = tl.dot(dyt, tl.trans(xs), input_precision=PREC)
+                    M = tl.dot(dyt, tl.trans(x), input_precision=PREC) * dtv[None, :]
                     Ml = (M * L).to(dtype)
                 if HAS_D and not NARROW:
                     dD_acc += _dD_terms(dyt, x, D_PER_P)
@@ -424,7 +426,7 @@ def ssd_bwd_fwdsweep_kernel(
                     dD_acc += _dD_terms(dyt, x, D_PER_P)
                 _st(w_base + t, r1off + rowP - colP, mask_t, EVEN)
                 if not NARROW:
-                    S = _bwd_state_step(S, us, to_end, e_tot, Bt, STEP_F, PREC)
+                    S = _bwd_state_step(S, us, ste, e_tot, Bt, STEP_F, PREC)
                 if F:
                     dC = tl.dot(Ml, Bt, _seg0(dCs, seg, HAS_SEQ), input_precision=PREC)
                     dC = dC * e_w[:, None]
@@ -604,7 +606,7 @@ def ssd_bwd_revsweep_kernel(
                     WG = (Gt * Lt).to(dtype)
                     st = tl.dot(Bt, tl.trans(dSx), input_precision=PREC) * to_end[:, None]
                     rs = tl.full((Q,), 1.0, tl.float32)
-                    r2off = tl.sum(xs.to(tl.float32) * st, axis=1)
+                    r2off = tl.sum(xf * st, axis=1) * dtv        # x dt unrounded (fwd sweep)
                     acc = tl.dot(WG, dyt, st, input_precision=PREC)
                 xdx = tl.sum(acc * xf, axis=1) * rs
                 dx = acc * (rs * dtv)[:, None]
@@ -617,7 +619,8 @@ def ssd_bwd_revsweep_kernel(
                     Mt = tl.dot(xs, tl.trans(dyv), input_precision=PREC)  # Mt[j, i] = dyv_i . xs_j
                     WM = tl.where(low, Mt, 0.0).to(dtype)
                 else:
-                    Mt = tl.dot(xs, tl.trans(dyt), input_precision=PREC)  # Mt[j, i] = dy_i . xs_j
+                    # Mt[j, i] = dy_i . x_j dt_j
+                    Mt = tl.dot(x, tl.trans(dyt), input_precision=PREC) * dtv[:, None]
                     WM = (Mt * Lt).to(dtype)
                 # the pairs straddling t: inside the chunk and entering it (w, from the forward
                 # sweep), leaving it (r2off), and crossing it (exp(l_end) <dS_out, S_in>)
@@ -635,8 +638,8 @@ def ssd_bwd_revsweep_kernel(
                                                  e_tot_w, HAS_SEQ), input_precision=PREC)
                     dB = dB * inv[:, None]
                 else:
-                    dB = tl.dot(WM, Ct, tl.dot(xs, dSx, input_precision=PREC) * to_end[:, None],
-                                input_precision=PREC)
+                    dB = tl.dot(WM, Ct, tl.dot(x, dSx, input_precision=PREC)
+                                * (dtv * to_end)[:, None], input_precision=PREC)
                 _put_grad(_tile(dB_base, t, dB_rs, offs_n), dB, m_tn, ATOMIC, EVEN)
 
             tl.store(carry_ptr + st_off, dS.to(carry_ptr.dtype.element_ty),
