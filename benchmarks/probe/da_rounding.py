@@ -74,9 +74,9 @@ def emulated_dA(x, dte, A, B, C, gy, rounds, Q=64):
             to_end = (lcum[:, -1:] - lcum).exp()
             L = torch.tril((lcum[:, :, None] - lcum[:, None, :]).clamp_max(0.0).exp())
             dt = dte[i, :, j].view(-1, Q)
+            nc = T // Q
             for c0 in range(0, n, 64):
                 Bk, Ck = B[i, :, k, c0:c0 + 64], C[i, :, k, c0:c0 + 64]
-                nc = T // Q
                 S = torch.zeros(p, 64, dtype=torch.float64)
                 states, w = [], []
                 for c in range(nc):
@@ -86,16 +86,14 @@ def emulated_dA(x, dte, A, B, C, gy, rounds, Q=64):
                     if factored:
                         u = r["u"](X * (dt[c] * inv[c])[:, None])
                         Pm = torch.tril((Cc @ Bc.T) * (DY @ u.T), -1) * e_in[c][:, None]
-                    elif "xs" in rounds:
-                        Pm = torch.tril((Cc @ Bc.T) * L[c] * (DY @ bf(X * dt[c][:, None]).T), -1)
                     else:
-                        Pm = torch.tril((Cc @ Bc.T) * L[c] * ((DY @ X.T) * dt[c][None, :]), -1)
+                        xs = r["xs"](X * dt[c][:, None])
+                        Pm = torch.tril((Cc @ Bc.T) * L[c] * (DY @ xs.T), -1)
                     dyS = DY @ r["S"](S)
                     w.append(e_in[c] * (dyS * Cc).sum(1) + Pm.sum(1) - Pm.sum(0))
                     if factored:
                         S = e_tot[c] * (S + u.T @ Bc)
                     else:
-                        xs = r["xs"](X * dt[c][:, None])
                         S = e_tot[c] * S + r["xd"](xs * to_end[c][:, None]).T @ Bc
                 dS = torch.zeros(p, 64, dtype=torch.float64)
                 for c in reversed(range(nc)):

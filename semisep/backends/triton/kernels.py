@@ -367,11 +367,11 @@ def ssd_bwd_fwdsweep_kernel(
                 mask_t, m_tp, m_tn, x, Bt, Ct = _chunk_inputs(
                     x_base, B_base, C_base, t, T, H, G, P, N, NS, offs_p, offs_n, EVEN)
                 dyt = _ld(_tile(dy_base, t, H * P, offs_p), m_tp, EVEN)
-                # x dt enters no product rounded: dy x^T takes dt on its columns in fp32, the
-                # state's step x dt exp(l_end - l) rounded once (CPU emulation,
-                # benchmarks/probe/da_rounding.py: the exact loop's bf16(x dt) operand made dA's
-                # error up to 2.7x that of the cotangent's own rounding)
-                ste = dtv * to_end
+                # the exact loop rounds no x dt before a product: dy x^T takes dt on its columns
+                # in fp32, its state's step rounds x dt exp(l_end - l) once (CPU emulation,
+                # benchmarks/probe/da_rounding.py: a bf16(x dt) operand made dA's error up to
+                # 2.7x that of the cotangent's own rounding)
+                dt_to_end = dtv * to_end
                 if F:
                     # L_ij = e_in_i inv_j: with u = xs inv, (G o L) xs = e_in (G_lower u) and
                     # (M o L) B = e_in ((dy u^T)_lower B); with segments e_w = exp(ls) for
@@ -398,7 +398,7 @@ def ssd_bwd_fwdsweep_kernel(
                 Gm = tl.dot(Ct, tl.trans(Bt), input_precision=PREC)
                 Sb = S.to(dtype)
                 if NARROW:
-                    S = _bwd_state_step(S, us, ste, e_tot, Bt, STEP_F, PREC)
+                    S = _bwd_state_step(S, us, dt_to_end, e_tot, Bt, STEP_F, PREC)
                 else:
                     _st(st_row0 + _slot_offset(c - C0, P * N, WIDE) + st_loc,
                         S.to(st_ptr.dtype.element_ty), st_mask, EVEN)
@@ -426,7 +426,7 @@ def ssd_bwd_fwdsweep_kernel(
                     dD_acc += _dD_terms(dyt, x, D_PER_P)
                 _st(w_base + t, r1off + rowP - colP, mask_t, EVEN)
                 if not NARROW:
-                    S = _bwd_state_step(S, us, ste, e_tot, Bt, STEP_F, PREC)
+                    S = _bwd_state_step(S, us, dt_to_end, e_tot, Bt, STEP_F, PREC)
                 if F:
                     dC = tl.dot(Ml, Bt, _seg0(dCs, seg, HAS_SEQ), input_precision=PREC)
                     dC = dC * e_w[:, None]
@@ -606,7 +606,7 @@ def ssd_bwd_revsweep_kernel(
                     WG = (Gt * Lt).to(dtype)
                     st = tl.dot(Bt, tl.trans(dSx), input_precision=PREC) * to_end[:, None]
                     rs = tl.full((Q,), 1.0, tl.float32)
-                    r2off = tl.sum(xf * st, axis=1) * dtv        # x dt unrounded (fwd sweep)
+                    r2off = tl.sum(xf * st, axis=1) * dtv      # x and dt apart, as the forward sweep
                     acc = tl.dot(WG, dyt, st, input_precision=PREC)
                 xdx = tl.sum(acc * xf, axis=1) * rs
                 dx = acc * (rs * dtv)[:, None]
