@@ -1,10 +1,10 @@
 """Compile the Triton SSD kernels for sm_90 without a GPU; print registers, spills, shared memory.
 
 python benchmarks/aot_check.py [BP=64 BN=64 Q=64 num_warps=4 num_stages=2 dtype=bf16 maxnreg=N
-                                 pre=0|1 factor=0|1 atomic=0|1 factored=0|1 sass=1 dump=FILE only=fwd+bwd1+...
+                                 pre=0|1|2 factor=0|1 atomic=0|1 factored=0|1 sass=1 dump=FILE only=fwd+bwd1+...
                                  even=0|1 full=1 loops=N spans=1 HAS_Z=1 D_PER_P=1 ...]
 
-``spans=1`` compiles the forward in spans (its checkpoints, as for a backward in more than
+``pre=2``: the pre-pass's factored rows only (a forward without autograd). ``spans=1`` compiles the forward in spans (its checkpoints, as for a backward in more than
 one span; ``SPANNED=1`` the sweeps of such a backward). ``full=1`` turns every optional feature on (dt_bias, softplus, D per p, z, seq_idx, initial and
 final state gradients) and adds the decode and pre-pass kernels; an upper-case key sets one flag;
 ``loops=N`` lists every loop of N or more instructions (a kernel with ``ONE_LAUNCH`` has two),
@@ -55,7 +55,7 @@ def sig_of(fn, ptr_args, int_args):
 
 common_flags = dict(FACTORED=bool(opts.get("factored", 1)), HAS_DT=True, DT_SOFTPLUS=False, HAS_DTB=False, HAS_D=True, D_PER_P=False,
                     HAS_Z=False, HAS_SEQ=False, Q=opts["Q"], BP=opts["BP"], BN=opts["BN"],
-                    PREC="tf32", CLAMP_C=decays.CLAMP, PRE=bool(opts.get("pre", 0)),
+                    PREC="tf32", CLAMP_C=decays.CLAMP, PRE=int(opts.get("pre", 0)),
                     FACTOR=bool(opts.get("factor", 1)), FAST=True, ATOMIC=bool(opts.get("atomic", 0)),
                     EVEN=bool(opts.get("even", 1)), UNROLL=1, STATE_T=True)
 FEATURES = dict(HAS_DTB=True, DT_SOFTPLUS=True, D_PER_P=True, HAS_Z=True, STORE_YU=True,

@@ -122,17 +122,22 @@ def rel(a, b):
     return ((a - b).norm() / b.norm().clamp_min(1e-300)).item()
 
 
-def reference_grads(args, kw, ins, gy, gs=None):
+def reference_grads(args, kw, ins, gy, gs=None, y_dtype=None):
     """``(y, final state, gradients)`` of the float64 reference
     ``naive.ssd_reference_chunked(*args, **kw)`` for the loss ``sum(y gy) (+ sum(final gs))``,
     with each tensor of ``ins`` (the leaves) replaced by a float64 copy: a gradient taken from
-    a bf16 leaf would come back rounded to bf16 (about 0.3e-3 of dx's 3e-3, NOTES.md s24)."""
+    a bf16 leaf would come back rounded to bf16 (about 0.3e-3 of dx's 3e-3, NOTES.md s24).
+    ``y_dtype``: gy rounded to it first, as the backward of an implementation whose y has that
+    dtype receives it (the float64 gradient of what it is given; s26: in bf16 that rounding
+    alone moved dA by up to 1.1e-2 on the Gluon checks' draws, ``dA floor``)."""
     from semisep.backends.triton import naive
     copies = {id(t): t.detach().double().requires_grad_(True) for t in ins}
 
     def sub(v):
         return copies.get(id(v), v)
 
+    if y_dtype is not None:
+        gy = gy.to(y_dtype)
     yr, sr = naive.ssd_reference_chunked(*map(sub, args), **{k: sub(v) for k, v in kw.items()})
     loss = (yr * gy.double()).sum()
     if gs is not None:
@@ -186,6 +191,8 @@ def gluon_checks(report):
     in two blocks; off, the Triton forward in the same chunks without GRAM), and n = 128 with z (the backward's Gluon sweeps in two blocks of columns, the second adding
     its dx, after the gate's pass; the Triton forward)."""
     from semisep.backends.triton import gluon_bwd, gluon_launch
+    # its own draws, the same in --quick-checks and --gluon-checks (and probe/grad_error.py)
+    torch.manual_seed(0)
     # the backward's kernels at these small shapes too (they take calls of 2^27 and more)
     at_least, gluon_bwd.AT_LEAST = gluon_bwd.AT_LEAST, 0
     try:
@@ -213,8 +220,9 @@ GLUON_CASES = [
 def gluon_case_inputs():
     """Per case of :data:`GLUON_CASES`, in order: ``(case, ins, kw, gy)``, the inputs (each
     requiring grad), ``ssd``'s keywords and the output's cotangent. dt_bias, z and gy come
-    from the global generator, as :func:`checks` seeds it (``torch.manual_seed(0)``): drawn
-    after that seed, the cases repeat the checks' inputs (``probe/grad_error.py --case``)."""
+    from the global generator, as :func:`gluon_checks` seeds it (``torch.manual_seed(0)``):
+    drawn after that seed, the cases repeat the checks' inputs (``probe/grad_error.py
+    --case``)."""
     for case in GLUON_CASES:
         b, T, h, p, g, n = case[1]
         x, dt, A, B, C, D = make_inputs(b, T, h, p, g, n, torch.bfloat16, seed=4)
@@ -249,8 +257,18 @@ def _gluon_cases(report):
                 names = {e.key for e in prof.key_averages()}
                 runs[flag] = (y, hT, grads,
                               [any(k in nm for nm in names) for k in _GLUON_KERNELS])
-        yr, sr, gref = reference_grads((x, None, B, C), kw, ins, gy)
+        yr, sr, gref = reference_grads((x, None, B, C), kw, ins, gy, y_dtype=x.dtype)
         (y1, s1, g1, ran1), (y0, s0, g0, ran0) = runs["1"], runs["0"]
+        # what the cotangent's rounding to bf16 alone makes of dA (the reference given gy
+        # unrounded against the one given it rounded, as every bf16 implementation gets it)
+        _, _, gexact = reference_grads((x, None, B, C), kw, ins, gy)
+        log(f"  dA floor (gy's bf16 rounding alone) {tag}: {rel(gref[2], gexact[2]):.3e}; "
+            f"dA against the unrounded gy's gradient {rel(g1[2], gexact[2]):.3e}")
+        # a forward that autograd does not record (the pre-pass's factored rows only)
+        with env_set({"SEMISEP_TRITON_ONE_LAUNCH": "0"}), torch.no_grad():
+            yn, sn = ssd(x, None, B, C, return_final_state=True, **kw)
+        report(f"gluon {tag} y without autograd vs with", rel(yn, y1), 1e-6)
+        report(f"gluon {tag} final without autograd vs with", rel(sn, s1), 1e-6)
         # the kernels launched (torch's profiler): where they apply by default, none when off
         report(f"gluon {tag}: kernels launched as expected (0: yes)",
                float([int(r) for r in ran1] != list(expect)), 0.5)
@@ -266,7 +284,7 @@ def _gluon_cases(report):
         report(f"gluon {tag} final vs triton", rel(s1, s0), 1e-5)
         for nm, a, c in zip(names, g1, g0):
             report(f"gluon {tag} {nm} vs triton", rel(a, c), 1e-4)
-        del x, B, C, ins, kw, gy, y, hT, yr, sr, gref, runs, y1, y0, g1, g0, grads
+        del x, B, C, ins, kw, gy, y, hT, yr, sr, gref, gexact, runs, y1, y0, g1, g0, grads, yn
         torch.cuda.empty_cache()
 
 

@@ -33,7 +33,9 @@ def _sig(descs, ptrs, ints, consts):
 
 def kernels():
     from semisep.backends.triton import gluon_bwd, gluon_fwd
-    sweep = dict(Q=64, P=64, N=64, STAGES=2, HAS_D=True)
+    # W_ROWS=0: the forward reading all the pre-pass's rows (a forward autograd records)
+    sweep = dict(Q=64, P=64, N=64, STAGES=2, HAS_D=True,
+                 W_ROWS=os.environ.get("W_ROWS", "1") == "1")
     bwd = dict(Q=64, P=64, N=64, NT=int(os.environ.get('NT', 64)), STAGES=2, HAS_D=True)
     fmin = dict(FACTOR_MIN=2.0 ** -64)
     return {

@@ -6,13 +6,16 @@ the same inputs: is a gradient's error the kernel's or the problem's?
 
 The inputs of ``gpu_ssd.py --gluon-checks`` (b=2, h=8, p=64, g=2, head 3 with A = -1e4,
 dt_bias with softplus, D per head), each seed its own draw; with ``--case`` (a tag of
-``gpu_ssd.GLUON_CASES``, e.g. ``n128`` or ``"n128 z"``) that check's own values (z too). Per
+``gpu_ssd.GLUON_CASES``, e.g. ``n128`` or ``"n128 z"``, or several: ``p64,n128``) that
+check's own values (z too). Per
 draw and gradient: the norm-wise relative error (as the checks compute it) of semisep in bf16
 (16b), of semisep in bf16 with fp32 inter-chunk states (16b-fs32, ``fp32_states=True``), of
 semisep in fp32 on the same (bf16-representable) values, of semisep in fp32 given the
 cotangent rounded to bf16 (fp32-dy16: the error that the rounding of dy, which every bf16
 implementation receives, makes alone), and of ``mamba_chunk_scan_combined`` in bf16
-(``--impls``: a comma-separated subset of ``16b,16b-fs32,fp32,fp32-dy16,mamba``), against float64 gradients taken from float64 leaves;
+(``--impls``: a comma-separated subset of ``16b,16b-fs32,fp32,fp32-dy16,mamba``), against float64 gradients taken from float64 leaves
+(and, on the line ``vs dy16``, against those given the cotangent rounded to bf16, as the
+implementations receive it: their own error; ``floor``: that rounding alone);
 for dA also each head's error and ``sum |dt dla| / |dA|``, how much the sum that makes dA
 cancels (dla from float64 autograd of the reference on the log-decays). ``--backend torch``
 runs semisep's torch backend instead (in bf16 on the CPU too: another bf16 implementation);
@@ -45,13 +48,17 @@ def draw(seed, b, T, h, p, g, n, dtype, device):
     return [x, dt, A, B, C, D, dtb], gy
 
 
-def checks_draw(tag):
-    """The inputs and cotangent of the Gluon check ``tag``, drawn as the checks draw them."""
+def checks_draws(tags):
+    """``(tag, inputs, cotangent)`` of the Gluon checks ``tags``, drawn as the checks draw
+    them."""
     torch.manual_seed(0)
-    for case, ins, _, gy in gluon_case_inputs():
-        if case[0] == tag:
-            return [t.detach() for t in ins], gy
-    raise ValueError(f"--case: got {tag!r}, wanted one of the tags of gpu_ssd.GLUON_CASES")
+    found = {case[0]: ([t.detach() for t in ins], gy)
+             for case, ins, _, gy in gluon_case_inputs()}
+    bad = [t for t in tags if t not in found]
+    if bad:
+        raise ValueError(f"--case: got {bad!r}, wanted tags of gpu_ssd.GLUON_CASES: "
+                         f"{sorted(found)}")
+    return [(t, *found[t]) for t in tags]
 
 
 def grads(fn, ins, gy):
@@ -91,7 +98,7 @@ def main():
     semisep_ = ours(args.backend)
     mamba = load_mamba() if args.device == "cuda" and "mamba" in wanted else None
     b, h, p, g = 2, 8, 64, 2
-    draws = ([(args.case, *checks_draw(args.case))] if args.case else
+    draws = (checks_draws(args.case.split(",")) if args.case else
              [(f"seed {s} n {args.n} T {args.T}",
                *draw(s, b, args.T, h, p, g, args.n, dtype, args.device))
               for s in map(int, args.seeds.split(","))])
@@ -100,6 +107,9 @@ def main():
         ref = grads(reference, [t.double() for t in ins], gy)
         print(title)
         gy16 = gy.to(dtype).to(gy.dtype)
+        ref16 = grads(reference, [t.double() for t in ins], gy16)
+        print(f"  {'floor':16s} " + " ".join(f"{k} {rel(a, r):.2e}"
+                                             for k, a, r in zip(NAMES, ref16, ref)))
         impls = {"semisep 16b": (semisep_, ins, gy),
                  "semisep 16b-fs32": (ours(args.backend, fp32_states=True), ins, gy),
                  "semisep fp32": (semisep_, [t.float() for t in ins], gy),
@@ -115,6 +125,8 @@ def main():
             gs = grads(fn, args_, gy_)
             print(f"  {name:16s} " + " ".join(f"{k} {rel(a, r):.2e}"
                                                 for k, a, r in zip(NAMES, gs, ref)))
+            print(f"  {name:16s} vs dy16 " + " ".join(f"{k} {rel(a, r):.2e}"
+                                                        for k, a, r in zip(NAMES, gs, ref16)))
             per = (gs[2].double() - ref[2]).abs() / ref[2].abs().clamp_min(1e-300)
             print(f"  {name:16s} dA per head " + " ".join(f"{v:.1e}" for v in per.tolist()))
         print("  dA ref " + " ".join(f"{v:.3g}" for v in ref[2].tolist()))

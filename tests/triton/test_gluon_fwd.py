@@ -78,12 +78,14 @@ def test_which_calls_take_it(monkeypatch):
     assert not _eligible(), "turned off"
 
 
-def test_launcher_hands_it_the_factored_launch(monkeypatch):
+@pytest.mark.parametrize("grad", [False, True])
+def test_launcher_hands_it_the_factored_launch(monkeypatch, grad):
     """With :func:`eligible` true, the forward gives its factored launch to
     :func:`launch_fwd` (a stand-in here: it writes twice the float64 reference's y and final
     state for the factorable (b, h), a mark that the Triton factored launch would overwrite,
     and records its arguments) and still runs the Triton kernel's exact launch for the
-    others."""
+    others; a forward that autograd does not record hands it the pre-pass's factored rows
+    only (``w_rows``: 2 rows, ``w = dt exp(-l)`` and ``exp(l)``), one that it records all."""
     from semisep.backends.triton import naive, ssd
 
     b, T, h, p, g, n, Q = 2, 48, 4, 16, 2, 16, 16
@@ -95,20 +97,28 @@ def test_launcher_hands_it_the_factored_launch(monkeypatch):
     yr, sr = naive.ssd_reference(x, la, B, C)
     calls = []
 
-    def stand_in(x_, B_, C_, D_, dec, etot, y, hT):
+    def stand_in(x_, B_, C_, D_, dec, etot, y, hT, w_rows):
         least = etot[0].view(b, h, -1).min(-1).values
         for i in range(b):
             for j in range(h):
                 if least[i, j] > 2.0 ** -64:
                     y[i, :, j] = 2 * yr[i, :, j].to(y.dtype)
                     hT[i, j] = 2 * sr[i, j].to(hT.dtype)
-        calls.append((x_.shape, B_.shape, C_.shape, D_, y.shape, hT.shape))
+        if w_rows:      # w = dt exp(-l) (dt = 1 here) and exp(l), l within each chunk
+            l2 = la.double().reshape(b, T // Q, Q, h).cumsum(2).permute(0, 3, 1, 2)
+            e_in = l2.exp().reshape(b * h, T)
+            assert rel(dec[1][0], e_in[0]) < 1e-6 and rel(dec[0][2], 1 / e_in[2]) < 1e-6
+        calls.append((x_.shape, B_.shape, C_.shape, D_, y.shape, hT.shape, dec.shape[0],
+                      w_rows))
 
     monkeypatch.setattr(GF, "eligible", lambda *a, **k: True)
     monkeypatch.setattr(GF, "launch_fwd", stand_in)
-    y, hT = ssd(x, la, B, C, chunk_size=Q, return_final_state=True)
+    with torch.set_grad_enabled(grad):
+        y, hT = ssd(x.requires_grad_(grad), la, B, C, chunk_size=Q, return_final_state=True)
+    rows = 8 if grad else 2       # with grad the backward's two rows too (launch._dec_rows)
     assert calls == [((b, T, h, p), (b, T, g, n), (b, T, g, n), None, (b, T, h, p),
-                      (b, h, p, n))]
+                      (b, h, p, n), rows, not grad)]
+    y, hT = y.detach(), hT.detach()
     exact = {(0, 1), (1, 2)}
     for i in range(b):
         for j in range(h):
@@ -131,7 +141,7 @@ def test_launcher_plans_n128_for_it(monkeypatch):
     yr, sr = naive.ssd_reference(x, la, B, C)
     seen = []
 
-    def stand_in(x_, B_, C_, D_, dec, etot, y, hT):
+    def stand_in(x_, B_, C_, D_, dec, etot, y, hT, w_rows):
         y[0, :, 0] = 2 * yr[0, :, 0].to(y.dtype)
         hT[0, 0] = 2 * sr[0, 0].to(hT.dtype)
 
@@ -176,7 +186,7 @@ desc = f"tensordesc<bf16[64, 64],{lay!r}>"
 sig = {name: desc for name in ("x_desc", "b_desc", "c_desc", "y_desc")}
 sig.update({name: "*fp32" for name in ("dec_ptr", "etot_ptr", "D_ptr", "hT_ptr")})
 sig.update({name: "i32" for name in ("T", "H", "G", "NC", "PT")})
-consts = dict(Q=64, P=64, N=64, STAGES=2, HAS_D=True, FACTOR_MIN=2.0 ** -64)
+consts = dict(Q=64, P=64, N=64, STAGES=2, HAS_D=True, FACTOR_MIN=2.0 ** -64, W_ROWS=True)
 sig.update({name: "constexpr" for name in consts})
 tool = os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin", "cuobjdump")
 if not os.path.exists(tool):
@@ -192,13 +202,16 @@ print(json.dumps([run("--dump-resource-usage"), run("-sass")]))
 
 
 @needs_gluon
-@pytest.mark.parametrize("n, products", [(64, 16), (128, 28)])
-def test_compiles_for_sm90_with_asynchronous_products(compiled_for_sm90, n, products):
+@pytest.mark.parametrize("n, products, w_rows", [(64, 16, True), (64, 16, False),
+                                                 (128, 28, True)])
+def test_compiles_for_sm90_with_asynchronous_products(compiled_for_sm90, n, products, w_rows):
     """No stack; the products a chunk (four wgmma each at n = 64; at n = 128 C B^T and C S^T
     as two of K = 64 and the state's update one a half: 7 x 4); waits that leave some of
-    them in flight, and no serializing ones."""
+    them in flight, and no serializing ones; with the pre-pass's factored rows (``W_ROWS``,
+    a forward without autograd) and all of them."""
     usage, sass = compiled_for_sm90(_COMPILE.replace("N=64, STAGES=2",
-                                                     f"N={n}, STAGES={GF.STAGES[n]}"))
+                                                     f"N={n}, STAGES={GF.STAGES[n]}")
+                                    .replace("W_ROWS=True", f"W_ROWS={w_rows}"))
     assert re.search(r"STACK:0\b", usage), usage
     assert sass.count("HGMMA.64x64x16.F32.BF16") == products
     assert len(re.findall(r"WARPGROUP\.DEPBAR\.LE gsb0, 0x[1-9]", sass)) >= 2

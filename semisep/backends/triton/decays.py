@@ -10,7 +10,10 @@ sum itself, for any magnitude: no cancellation, no NaN.
 :func:`ssd_decays_kernel` (the pre-pass) writes them once per call; the sweeps read them with
 :func:`_decays_all`, or compute them in place (``PRE=False``, an experiment). A (batch, head)
 whose chunks all decay by less than ``FACTOR_MIN`` runs the sweeps' factored loops
-(:func:`_factorable`, :func:`_runs`).
+(:func:`_factorable`, :func:`_runs`). What the pre-pass writes, and a sweep's ``PRE`` reads:
+``PRE_ALL`` (every row, ``True``), or for a forward that autograd does not record and without
+``seq_idx``, ``PRE_FACTORED``: the factored loop's two rows only, ``w = dt exp(-l)`` and
+``exp(l)`` (a third of the writes), the exact loop then computing its own decays.
 
 Segments (with ``seq_idx``, ``HAS_SEQ``): a reset (a clamped log-decay: a sequence boundary,
 ``-inf``, or below ``-CLAMP``) at position r ends the segment before it, and the decays across
@@ -30,6 +33,10 @@ import triton.language as tl
 
 FACTOR_MIN = tl.constexpr(2.0 ** -64)  # chunks decaying less than this are factored
 CLAMP = 128.0          # |log-decay| beyond which exp(...) is 0 in fp32 anyway
+# the pre-pass's rows (a sweep's PRE, the pre-pass's ROWS): none, all, the factored loop's
+PRE_NONE = tl.constexpr(0)
+PRE_ALL = tl.constexpr(1)
+PRE_FACTORED = tl.constexpr(2)
 
 
 @triton.jit
@@ -96,10 +103,12 @@ def _decays_all(PRE: tl.constexpr, dec_ptr, etot_ptr, BH, NC, c,
     else computed here. e_in = exp(l_i), to_end = exp(l_end - l_i), e_tot = exp(l_end),
     inv = exp(-l_i) (used only when the chunk's total decay keeps it finite, see _L_tile;
     with HAS_SEQ and PRE, exp(-ls_i), which is the same in a chunk without a reset).
+    With ``PRE_FACTORED`` (for a factored loop without HAS_SEQ) dtv is ``w = dt exp(-l)``
+    and inv is 1, so that the loop's ``dtv * inv`` is w exactly; hi, lo and to_end are 0.
     """
     if PRE:
         dtv, hi, lo, e_in, to_end, e_tot, inv = _pre_rows(dec_ptr, etot_ptr, BH, NC, c, b64, h,
-                                                          H, t)
+                                                          H, t, PRE)
     else:
         dtv, la2, hi, lo, tot, _, _ = _chunk_decays(
             dt_ptr, A_ptr, dtb_ptr, seq_ptr, b64, h, H, T, t, HAS_DT, DT_SOFTPLUS, HAS_DTB,
@@ -109,26 +118,33 @@ def _decays_all(PRE: tl.constexpr, dec_ptr, etot_ptr, BH, NC, c,
 
 
 @triton.jit
-def _pre_rows(dec_ptr, etot_ptr, BH, NC, c, b64, h, H, t):
+def _pre_rows(dec_ptr, etot_ptr, BH, NC, c, b64, h, H, t, PRE: tl.constexpr = PRE_ALL):
     """:func:`_decays_all`'s ``(dtv, hi, lo, e_in, to_end, e_tot, inv)`` of chunk ``c`` at
-    positions ``t``, loaded from :func:`ssd_decays_kernel`'s arrays (the loads of the rows a
-    caller leaves unused are compiled away)."""
+    positions ``t``, loaded from :func:`ssd_decays_kernel`'s arrays of rows ``PRE`` (the
+    loads of the rows a caller leaves unused are compiled away)."""
     # rows of length NC * Q: the padded tail of the last chunk holds the continuation
     # (log-decay 0), never a fill value that would break the prefix sums' monotonicity
     bh64 = b64 * H + h
     TP = NC * t.shape[0]
-    dtv = tl.load(dec_ptr + bh64 * TP + t)
-    hi = tl.load(dec_ptr + (BH + bh64) * TP + t)
-    lo = tl.load(dec_ptr + (2 * BH + bh64) * TP + t)
-    e_in = tl.load(dec_ptr + (3 * BH + bh64) * TP + t)
-    to_end = tl.load(dec_ptr + (4 * BH + bh64) * TP + t)
-    inv = tl.load(dec_ptr + (5 * BH + bh64) * TP + t)
     e_tot = tl.load(etot_ptr + bh64 * NC + c)
+    dtv = tl.load(dec_ptr + bh64 * TP + t)          # with PRE_FACTORED w = dt exp(-l)
+    if PRE == PRE_FACTORED:
+        e_in = tl.load(dec_ptr + (BH + bh64) * TP + t)
+        hi = tl.zeros(dtv.shape, tl.float32)
+        lo = hi
+        to_end = hi
+        inv = hi + 1.0
+    else:
+        hi = tl.load(dec_ptr + (BH + bh64) * TP + t)
+        lo = tl.load(dec_ptr + (2 * BH + bh64) * TP + t)
+        e_in = tl.load(dec_ptr + (3 * BH + bh64) * TP + t)
+        to_end = tl.load(dec_ptr + (4 * BH + bh64) * TP + t)
+        inv = tl.load(dec_ptr + (5 * BH + bh64) * TP + t)
     return dtv, hi, lo, e_in, to_end, e_tot, inv
 
 
 @triton.jit
-def _e_ahead(dec_ptr, etot_ptr, BH, NC, c, b64, h, H, offs_q):
+def _e_ahead(dec_ptr, etot_ptr, BH, NC, c, b64, h, H, offs_q, PRE: tl.constexpr = PRE_ALL):
     """``(e_in, e_tot)`` of chunk ``min(c, NC - 1)`` from the pre-pass, for a sweep to load one
     chunk ahead (``PREFETCH``; the clamp keeps the load past the last chunk, whose values go
     unused, in bounds without a mask): Triton 3.6 copies ahead only the loads that feed a
@@ -136,7 +152,7 @@ def _e_ahead(dec_ptr, etot_ptr, BH, NC, c, b64, h, H, offs_q):
     waited 13 % of its samples on them)."""
     c = tl.minimum(c, NC - 1)
     _, _, _, e_in, _, e_tot, _ = _pre_rows(dec_ptr, etot_ptr, BH, NC, c, b64, h, H,
-                                           c * offs_q.shape[0] + offs_q.to(tl.int64))
+                                           c * offs_q.shape[0] + offs_q.to(tl.int64), PRE)
     return e_in, e_tot
 
 
@@ -190,7 +206,8 @@ def _grad_row0(HAS_SEQ: tl.constexpr):
 def ssd_decays_kernel(dt_ptr, A_ptr, dtb_ptr, seq_ptr, dec_ptr, etot_ptr, T, H,
                       HAS_DT: tl.constexpr, DT_SOFTPLUS: tl.constexpr, HAS_DTB: tl.constexpr,
                       HAS_SEQ: tl.constexpr, Q: tl.constexpr, CLAMP_C: tl.constexpr,
-                      HB: tl.constexpr, GRAD_ROWS: tl.constexpr = True):
+                      HB: tl.constexpr, GRAD_ROWS: tl.constexpr = True,
+                      ROWS: tl.constexpr = PRE_ALL):
     """The per-position decay data of every chunk, once, for the sweeps: grid (chunks,
     b * H / HB), a program per chunk and block of HB heads (HB divides H), so that each of
     its rows of dt (b, T, H) is read whole.
@@ -198,8 +215,9 @@ def ssd_decays_kernel(dt_ptr, A_ptr, dtb_ptr, seq_ptr, dec_ptr, etot_ptr, T, H,
     Rows of ``dec`` (each (b*h, chunks*Q), fp32): 0-5 ``dtv, hi, lo, e_in, to_end, inv`` of
     :func:`_decays_all`; with HAS_SEQ 6-7 ``exp(ls)`` and ``seg`` (module docstring; row 5 is
     then ``exp(-ls)``); then, with ``GRAD_ROWS``, the backward's clamp mask and softplus slope
-    (:func:`_grad_row0`). ``etot`` (1, or 3 with HAS_SEQ, b*h, chunks): ``exp(l_end)``, then
-    ``exp(ls_end)`` and ``min_i exp(ls_i)`` (:func:`_factorable`)."""
+    (:func:`_grad_row0`). With ``ROWS=PRE_FACTORED`` (no HAS_SEQ, no GRAD_ROWS) only
+    ``w = dtv inv`` and ``e_in``, rows 0-1. ``etot`` (1, or 3 with HAS_SEQ, b*h, chunks):
+    ``exp(l_end)``, then ``exp(ls_end)`` and ``min_i exp(ls_i)`` (:func:`_factorable`)."""
     c = tl.program_id(0)
     pid = tl.program_id(1)
     NC = tl.num_programs(0)
@@ -215,30 +233,35 @@ def ssd_decays_kernel(dt_ptr, A_ptr, dtb_ptr, seq_ptr, dec_ptr, etot_ptr, T, H,
     bh64 = b64 * H + h                   # (1, HB): the rows' (b, h) index
     bhc = b64 * H + heads                # (HB,): the chunk decays'
     TP = NC * Q
-    if HAS_SEQ:
-        reset = ((t < T) & (keep == 0.0)).to(tl.int32)
-        seg = tl.cumsum(reset, axis=0)
-        _, ls = tl.associative_scan((reset, tl.where(reset != 0, 0.0, la2).to(tl.float64)), 0,
-                                    _restart_add)
-        ls = ls.to(tl.float32)
-        e_s = tl.exp2(ls)
-        inv = tl.exp2(tl.minimum(-ls, 126.0))
-        last = (tl.arange(0, Q) == Q - 1)[:, None]
-        tl.store(dec_ptr + (6 * BH + bh64) * TP + t, e_s)
-        tl.store(dec_ptr + (7 * BH + bh64) * TP + t, seg.to(tl.float32))
-        tl.store(etot_ptr + (BH + bhc) * NC + c, tl.sum(tl.where(last, e_s, 0.0), axis=0))
-        tl.store(etot_ptr + (2 * BH + bhc) * NC + c, tl.min(e_s, axis=0))
-    tl.store(dec_ptr + bh64 * TP + t, dtv)
-    tl.store(dec_ptr + (BH + bh64) * TP + t, hi)
-    tl.store(dec_ptr + (2 * BH + bh64) * TP + t, lo)
-    tl.store(dec_ptr + (3 * BH + bh64) * TP + t, e_in)
-    tl.store(dec_ptr + (4 * BH + bh64) * TP + t, to_end)
-    tl.store(dec_ptr + (5 * BH + bh64) * TP + t, inv)
     tl.store(etot_ptr + bhc * NC + c, e_tot)
-    if GRAD_ROWS:
-        r0 = _grad_row0(HAS_SEQ)
-        tl.store(dec_ptr + (r0 * BH + bh64) * TP + t, keep)
-        tl.store(dec_ptr + ((r0 + 1) * BH + bh64) * TP + t, sig)
+    if ROWS == PRE_FACTORED:
+        # the product the factored loop forms (dtv * inv), so that its u is the same bit for bit
+        tl.store(dec_ptr + bh64 * TP + t, dtv * inv)
+        tl.store(dec_ptr + (BH + bh64) * TP + t, e_in)
+    else:
+        if HAS_SEQ:
+            reset = ((t < T) & (keep == 0.0)).to(tl.int32)
+            seg = tl.cumsum(reset, axis=0)
+            _, ls = tl.associative_scan(
+                (reset, tl.where(reset != 0, 0.0, la2).to(tl.float64)), 0, _restart_add)
+            ls = ls.to(tl.float32)
+            e_s = tl.exp2(ls)
+            inv = tl.exp2(tl.minimum(-ls, 126.0))
+            last = (tl.arange(0, Q) == Q - 1)[:, None]
+            tl.store(dec_ptr + (6 * BH + bh64) * TP + t, e_s)
+            tl.store(dec_ptr + (7 * BH + bh64) * TP + t, seg.to(tl.float32))
+            tl.store(etot_ptr + (BH + bhc) * NC + c, tl.sum(tl.where(last, e_s, 0.0), axis=0))
+            tl.store(etot_ptr + (2 * BH + bhc) * NC + c, tl.min(e_s, axis=0))
+        tl.store(dec_ptr + bh64 * TP + t, dtv)
+        tl.store(dec_ptr + (BH + bh64) * TP + t, hi)
+        tl.store(dec_ptr + (2 * BH + bh64) * TP + t, lo)
+        tl.store(dec_ptr + (3 * BH + bh64) * TP + t, e_in)
+        tl.store(dec_ptr + (4 * BH + bh64) * TP + t, to_end)
+        tl.store(dec_ptr + (5 * BH + bh64) * TP + t, inv)
+        if GRAD_ROWS:
+            r0 = _grad_row0(HAS_SEQ)
+            tl.store(dec_ptr + (r0 * BH + bh64) * TP + t, keep)
+            tl.store(dec_ptr + ((r0 + 1) * BH + bh64) * TP + t, sig)
 
 
 @triton.jit

@@ -97,27 +97,32 @@ if gluon is not None:
         return least > FACTOR_MIN
 
     @gluon.jit
-    def _load_rows(dec_ptr, bh, BH, TP, t0, rd, ri, re, bar):
-        """The pre-pass's rows dt, exp(-l) and exp(l) (rows 0, 5 and 3 of ``dec``) at the
-        chunk's positions from ``t0`` into the buffers ``rd``, ``ri``, ``re`` (one a row: in one
+    def _load_rows(dec_ptr, bh, BH, TP, t0, rd, ri, re, bar, W_ROWS: gl.constexpr):
+        """The pre-pass's rows dt, exp(-l) and exp(l) (rows 0, 5 and 3 of ``dec``; with
+        W_ROWS ``w = dt exp(-l)`` and exp(l), rows 0 and 1, ``ri`` unused) at the chunk's
+        positions from ``t0`` into the buffers ``rd``, ``ri``, ``re`` (one a row: in one
         buffer Triton's barrier analysis puts a CTA barrier between every two copies) by
         asynchronous copies, each thread arriving on ``bar`` when its copies have landed
         (``bar`` counts one arrival a thread beside the TMA's expect)."""
         pos = gl.arange(0, rd.shape[0], layout=gl.BlockedLayout([1], [32], [gl.num_warps()],
                                                                   [0]))
         _cp_async(rd, dec_ptr + bh * TP + t0 + pos)
-        _cp_async(ri, dec_ptr + (5 * BH + bh) * TP + t0 + pos)
-        _cp_async(re, dec_ptr + (3 * BH + bh) * TP + t0 + pos)
+        if W_ROWS:
+            _cp_async(re, dec_ptr + (BH + bh) * TP + t0 + pos)
+        else:
+            _cp_async(ri, dec_ptr + (5 * BH + bh) * TP + t0 + pos)
+            _cp_async(re, dec_ptr + (3 * BH + bh) * TP + t0 + pos)
         async_copy.mbarrier_arrive(bar, increment_count=False)
 
     @gluon.jit
     def _chunks(x_desc, b_desc, c_desc, y_desc, dec_ptr, etot_ptr, hT_ptr, Dv, b, h, grp, pb,
                 bh, BH, T, NC, PT, Q: gl.constexpr, P: gl.constexpr, N: gl.constexpr,
-                STAGES: gl.constexpr, HAS_D: gl.constexpr):
+                STAGES: gl.constexpr, HAS_D: gl.constexpr, W_ROWS: gl.constexpr):
         """The loop over the chunks of one program (module docstring). B, C and the state
         ``S^T`` are held in ``HALVES = N / 64`` blocks of 64 columns (at N = 128: a TMA box of
         64 bf16 columns is the 128-byte swizzle's width), so that ``C B^T`` and ``C S^T`` are
-        one product of K = 64 per half and the state's update one product per half."""
+        one product of K = 64 per half and the state's update one product per half. W_ROWS:
+        the pre-pass wrote the factored loop's rows only (:data:`.decays.PRE_FACTORED`)."""
         mma: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
                                                       instr_shape=[16, P, 16])
         mmaq: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
@@ -156,7 +161,7 @@ if gluon is not None:
         for s in gl.static_range(STAGES - 1):
             if s < NC:
                 _load_rows(dec_ptr, bh, BH, TP, s * Q, rd_s.index(s), ri_s.index(s),
-                           re_s.index(s), bars.index(s))
+                           re_s.index(s), bars.index(s), W_ROWS)
                 _load_chunk(x_desc, b_desc, c_desc, bars.index(s), x_s.index(s), b_s, c_s,
                             HALVES * s, row0 + s * Q, xcol, grp * N, H2, HALVES, nbytes)
 
@@ -194,16 +199,17 @@ if gluon is not None:
             if nxt < NC:
                 ns = nxt % STAGES
                 _load_rows(dec_ptr, bh, BH, TP, nxt * Q, rd_s.index(ns), ri_s.index(ns),
-                           re_s.index(ns), bars.index(ns))
+                           re_s.index(ns), bars.index(ns), W_ROWS)
                 _load_chunk(x_desc, b_desc, c_desc, bars.index(ns), x_s.index(ns), b_s, c_s,
                             HALVES * ns, row0 + nxt * Q, xcol, grp * N, H2, HALVES, nbytes)
             # x read from shared memory once, in the products' layout, for u and for D x
             xm = xs.load(mma)
-            dtv = rd_s.index(slot).load(gl.SliceLayout(1, mma))
-            inv = ri_s.index(slot).load(gl.SliceLayout(1, mma))
+            w = rd_s.index(slot).load(gl.SliceLayout(1, mma))
+            if not W_ROWS:
+                w = w * ri_s.index(slot).load(gl.SliceLayout(1, mma))      # dt exp(-l)
             if HALVES == 2:
                 tma.store_wait(pendings=0)      # the previous chunk's y has left u's buffer
-            u_s.store((xm.to(gl.float32) * (dtv * inv)[:, None]).to(dtype))
+            u_s.store((xm.to(gl.float32) * w[:, None]).to(dtype))
             fence_async_shared()
             S0 = warpgroup_mma(b0.permute((1, 0)), u_s, S0, is_async=True)
             if HALVES == 2:
@@ -247,10 +253,11 @@ if gluon is not None:
                              T, H, G, NC, PT,
                              Q: gl.constexpr, P: gl.constexpr, N: gl.constexpr,
                              STAGES: gl.constexpr, HAS_D: gl.constexpr,
-                             FACTOR_MIN: gl.constexpr):
+                             FACTOR_MIN: gl.constexpr, W_ROWS: gl.constexpr):
         """Grid ``(b * H * PT / P,)``: a program per (b, h, block of P of the PT columns of
         p); x, y as (b T, H PT) and B, C as (b T, G N) tensor descriptors of (Q, P) and (Q, N)
-        blocks; ``dec``, ``etot`` the pre-pass's rows; hT (b, H, PT, N) fp32."""
+        blocks; ``dec``, ``etot`` the pre-pass's rows (W_ROWS: its ``PRE_FACTORED`` rows);
+        hT (b, H, PT, N) fp32."""
         NPB = PT // P
         pid = gl.program_id(0)
         pb = pid % NPB
@@ -263,7 +270,7 @@ if gluon is not None:
         if _factorable_g(etot_ptr, bh, NC, FACTOR_MIN):
             _chunks(x_desc, b_desc, c_desc, y_desc, dec_ptr, etot_ptr, hT_ptr, Dv, b, h,
                     h // (H // G), pb, bh, gl.num_programs(0) // NPB, T, NC, PT, Q, P, N,
-                    STAGES, HAS_D)
+                    STAGES, HAS_D, W_ROWS)
 
 
 def switched_on(x, capability=None) -> bool:
@@ -304,14 +311,15 @@ def eligible(x, B, C, D, z, h0, seq_idx, Q, fwd_opts, capability=None) -> bool:
     return _shapes_ok(x, B, D, z, h0, seq_idx, capability)
 
 
-def launch_fwd(x, B, C, D, dec, etot, y, hT):
+def launch_fwd(x, B, C, D, dec, etot, y, hT, w_rows):
     """Launch :func:`ssd_fwd_gluon_kernel` into ``y`` and ``hT`` (x, B, C contiguous, B and C
-    in x's dtype), with a ring of :data:`STAGES` chunks."""
+    in x's dtype), with a ring of :data:`STAGES` chunks; ``w_rows``: ``dec`` holds the
+    pre-pass's ``PRE_FACTORED`` rows (else all of them)."""
     b, T, h, p = x.shape
     g, n = B.shape[2], B.shape[3]
     rows = b * T
     views = ((x, rows, h * p), (B, rows, g * n), (C, rows, g * n), (y, rows, h * p))
     args = (dec, etot, D if D is not None else hT, hT, T, h, g, T // Q_GLUON, p)
     consts = dict(Q=Q_GLUON, P=64, N=n, STAGES=STAGES[n], HAS_D=D is not None,
-                  FACTOR_MIN=_FACTOR_MIN)
+                  FACTOR_MIN=_FACTOR_MIN, W_ROWS=w_rows)
     launch(ssd_fwd_gluon_kernel, (b * h * (p // 64), 1, 1), views, args, consts, x.device)

@@ -73,8 +73,9 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
-from .decays import (_decays_all, _dt_grad_factors, _e_ahead, _factorable, _L_tile, _leaving,
-                     _lower, _runs, _seg0, _segments, _softplus)
+from .decays import (PRE_FACTORED, PRE_NONE, _decays_all, _dt_grad_factors, _e_ahead,
+                     _factorable, _L_tile, _leaving, _lower, _runs, _seg0, _segments,
+                     _softplus)
 from .gate import _sigmoid
 from .tiles import (_chunk_inputs, _grad_rows, _io_starts, _ld, _load_D, _offsets, _plus_D,
                     _program, _put_grad, _slot, _slot_offset, _st, _start, _state_nt,
@@ -128,7 +129,9 @@ def ssd_fwd_kernel(
     """The forward sweep. With z and ``STORE_YU`` the ungated y (D's term included) goes to
     ``yu`` too, in x's dtype: the backward's dz (``dy y silu'(z)``) takes it rather than
     recomputing y (H200 s16-1: z cost the n = 64 backward 2.4 ms at 16K); FAST_GATE: the
-    approximate sigmoid (:func:`.gate._sigmoid`). PREFETCH (needs PRE): ``e_in`` and
+    approximate sigmoid (:func:`.gate._sigmoid`). PRE: the pre-pass's rows
+    (:data:`.decays.PRE_ALL`, or ``PRE_FACTORED``: the factored loop's only, the exact loop
+    computing its decays as without PRE). PREFETCH (needs PRE): ``e_in`` and
     ``e_tot``, which scale results and so are not copied ahead by the pipeliner, loaded one
     chunk ahead (:func:`.decays._e_ahead`; also in :func:`ssd_bwd_fwdsweep_kernel`; not in
     the reverse sweep, at 255 registers, where the same cost 136-312 B of stack in the
@@ -165,6 +168,10 @@ def ssd_fwd_kernel(
     # factored loop), each program running the one its chunk decays pick
     for F in tl.static_range(0 if ONE_LAUNCH else FACTORED, 2 if ONE_LAUNCH else FACTORED + 1):
         if _runs(factorable, FAST, F):
+            # the exact loop computes its own decays where the pre-pass wrote the factored
+            # loop's rows only
+            PRE_F: tl.constexpr = PRE_NONE if F == 0 and PRE == PRE_FACTORED else PRE
+            PREFETCH_F: tl.constexpr = PREFETCH and PRE_F != PRE_NONE
             offs_q, offs_p, offs_n = _offsets(pid_p, Q, BP, BN)
             dtype = x_ptr.dtype.element_ty
 
@@ -195,20 +202,20 @@ def ssd_fwd_kernel(
                     c_end = tl.minimum(k * PER + PER, n_chunks)
                 else:
                     c_end = n_chunks
-                if PREFETCH:
+                if PREFETCH_F:
                     e_in_nx, e_tot_nx = _e_ahead(dec_ptr, etot_ptr, tl.num_programs(1),
-                                                 n_chunks, k * PER, b64, h, H, offs_q)
+                                                 n_chunks, k * PER, b64, h, H, offs_q, PRE_F)
                 for c in tl.range(k * PER, c_end, loop_unroll_factor=UNROLL,
                                   num_stages=_stages(F, EXACT_STAGES)):
                     t = c * Q + offs_q.to(tl.int64)
                     dtv, hi, lo, e_in, to_end, e_tot, inv = _decays_all(
-                        PRE, dec_ptr, etot_ptr, tl.num_programs(1), n_chunks, c, dt_ptr, A_ptr,
-                        dtb_ptr, seq_ptr, b64, h, H, T, t, HAS_DT, DT_SOFTPLUS, HAS_DTB, HAS_SEQ,
-                        CLAMP_C)
-                    if PREFETCH:
+                        PRE_F, dec_ptr, etot_ptr, tl.num_programs(1), n_chunks, c, dt_ptr,
+                        A_ptr, dtb_ptr, seq_ptr, b64, h, H, T, t, HAS_DT, DT_SOFTPLUS, HAS_DTB,
+                        HAS_SEQ, CLAMP_C)
+                    if PREFETCH_F:
                         e_in, e_tot = e_in_nx, e_tot_nx
                         e_in_nx, e_tot_nx = _e_ahead(dec_ptr, etot_ptr, tl.num_programs(1),
-                                                     n_chunks, c + 1, b64, h, H, offs_q)
+                                                     n_chunks, c + 1, b64, h, H, offs_q, PRE_F)
                     mask_t, m_tp, m_tn, x, Bt, Ct = _chunk_inputs(
                         x_base, B_base, C_base, t, T, H, G, P, N, N, offs_p, offs_n, EVEN)
                     if HAS_Z:

@@ -12,7 +12,7 @@ from . import gluon_bwd, gluon_fwd
 from . import kernels as K
 from .config import (_cdiv, _even, _factor, _fast, _gram, _launch_opts, _launches, _pre,
                      _prec, _wide, knobs, pick_config, span_steps, state_block)
-from .decays import CLAMP, ssd_decays_kernel
+from .decays import CLAMP, PRE_ALL, PRE_FACTORED, PRE_NONE, ssd_decays_kernel
 from .fastlaunch import MAX_ENTRIES, Options, arg_key, launch
 from .gate import BLOCK, fast_sigmoid, gate_options, ssd_gate_bwd_kernel
 
@@ -81,7 +81,10 @@ def _fwd_plan(b, T, h, p, g, n, dtype, has_dt, dt_softplus, has_dtb, D_dim, has_
     # state's columns at n > 64 run chunks of 64: so only where the forward is planned in
     # chunks of 64 for the Gluon kernel; else the backward makes its own)
     bwd_Q = pick_config(p, nb, None if chunk_size < 0 else chunk_size, dtype, "bwd")["Q"]
-    dec_opts = _dec_options(flags, has_seq, Q, for_grad and bwd_Q == Q, h)
+    # a forward that autograd does not record (without seq_idx): the pre-pass writes the
+    # factored loop's two rows only, the exact loop computing its decays in place
+    rows = PRE_FACTORED if fast and not for_grad and not has_seq else PRE_ALL
+    dec_opts = _dec_options(flags, has_seq, Q, for_grad and bwd_Q == Q, h, rows)
     gram_opts = Options(Q=Q, BN=cfg["BN"], PREC=_prec(dtype),
                         **_launch_opts(dict(cfg, num_stages=1))) if gram else None
     nc = _cdiv(T, Q)
@@ -89,7 +92,8 @@ def _fwd_plan(b, T, h, p, g, n, dtype, has_dt, dt_softplus, has_dtb, D_dim, has_
     fwd_opts = [Options(
         **flags, HAS_D=D_dim is not None, D_PER_P=D_dim == 2, HAS_Z=has_z, HAS_H0=has_h0,
         HAS_SEQ=has_seq, STORE_HT=True, Q=Q, BP=cfg["BP"], BN=cfg["BN"], PREC=_prec(dtype),
-        CLAMP_C=CLAMP, PRE=pre, FACTOR=_factor("fwd"), FAST=fast, FACTORED=factored,
+        CLAMP_C=CLAMP, PRE=rows if pre else PRE_NONE, FACTOR=_factor("fwd"), FAST=fast,
+        FACTORED=factored,
         ONE_LAUNCH=one, EVEN=_even(cfg, T, p, n), UNROLL=cfg.get("UNROLL", 1),
         STATE_T=bool(cfg["STATE_T"]), GRAM=gram and (factored or one),
         WIDE=gram and _wide(nc * Q ** 2), EXACT_STAGES=cfg.get("EXACT_STAGES", 0),
@@ -173,7 +177,8 @@ def _fwd(x, dtla, A, B, C, D, z, dt_bias, h0, seq_idx, has_dt, dt_softplus, chun
         glu = gluon_fwd.eligible(x, B, C, D, z, h0, seq_idx, Q, fwd_opts)
         for opts in fwd_opts:
             if glu and opts.kwargs["FACTORED"]:
-                gluon_fwd.launch_fwd(x, B, C, D, dec, etot, y, hT)
+                gluon_fwd.launch_fwd(x, B, C, D, dec, etot, y, hT,
+                                     dec_opts.kwargs["ROWS"] == PRE_FACTORED)
                 continue
             # with one span no checkpoint is written: hT stands in (fp32, as the kernel takes)
             launch(
@@ -204,17 +209,21 @@ def _prepass_heads(h):
     return min(h & -h, 8)
 
 
-def _dec_rows(has_seq, grad_rows):
+def _dec_rows(has_seq, grad_rows, rows=PRE_ALL):
     """The rows of the pre-pass's ``dec`` (:func:`.decays.ssd_decays_kernel`): 6, the two
-    segment rows with ``seq_idx``, the backward's two with ``grad_rows``."""
+    segment rows with ``seq_idx``, the backward's two with ``grad_rows``; 2 with
+    ``rows=PRE_FACTORED``."""
+    if rows == PRE_FACTORED:
+        return 2
     return 6 + 2 * has_seq + 2 * grad_rows
 
 
-def _dec_options(flags, has_seq, Q, grad_rows, h):
+def _dec_options(flags, has_seq, Q, grad_rows, h, rows=PRE_ALL):
     """The pre-pass's :class:`.fastlaunch.Options`: the dt flags, seq_idx, the chunk size,
-    whether it writes the rows only the backward reads, its block of the h heads."""
+    whether it writes the rows only the backward reads, its block of the h heads, which rows
+    (``PRE_ALL`` or ``PRE_FACTORED``, :mod:`.decays`)."""
     return Options(**flags, HAS_SEQ=has_seq, Q=Q, CLAMP_C=CLAMP, HB=_prepass_heads(h),
-                   GRAD_ROWS=grad_rows)
+                   GRAD_ROWS=grad_rows, ROWS=rows)
 
 
 def _pre_decays(pre, opts, dtla, A, dt_bias, seq_idx, Q, d, ak):
@@ -227,7 +236,8 @@ def _pre_decays(pre, opts, dtla, A, dt_bias, seq_idx, Q, d, ak):
     b, T, h = dtla.shape
     nc = _cdiv(T, Q)
     has_seq = seq_idx is not None
-    dec = torch.empty(_dec_rows(has_seq, opts.kwargs["GRAD_ROWS"]), b * h, nc * Q,
+    dec = torch.empty(_dec_rows(has_seq, opts.kwargs["GRAD_ROWS"], opts.kwargs["ROWS"]),
+                      b * h, nc * Q,
                       device=dtla.device, dtype=torch.float32)
     etot = torch.empty(1 + 2 * has_seq, b * h, nc, device=dtla.device, dtype=torch.float32)
     launch(
