@@ -4,7 +4,8 @@ python benchmarks/aot_check.py [BP=64 BN=64 Q=64 num_warps=4 num_stages=2 dtype=
                                  pre=0|1|2 factor=0|1 atomic=0|1 factored=0|1 sass=1 dump=FILE only=fwd+bwd1+...
                                  even=0|1 full=1 loops=N spans=1 HAS_Z=1 D_PER_P=1 ...]
 
-``pre=2``: the pre-pass's factored rows only (a forward without autograd). ``spans=1`` compiles the forward in spans (its checkpoints, as for a backward in more than
+``pre=2``: the forward reading the pre-pass's factored rows only (a forward without
+autograd). ``spans=1`` compiles the forward in spans (its checkpoints, as for a backward in more than
 one span; ``SPANNED=1`` the sweeps of such a backward). ``full=1`` turns every optional feature on (dt_bias, softplus, D per p, z, seq_idx, initial and
 final state gradients) and adds the decode and pre-pass kernels; an upper-case key sets one flag;
 ``loops=N`` lists every loop of N or more instructions (a kernel with ``ONE_LAUNCH`` has two),

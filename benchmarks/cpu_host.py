@@ -10,7 +10,8 @@ launches nothing, so the figures are our code's and torch's dispatch cost, not a
 the CUDA driver's. Printed: microseconds per call (the least of 9 rounds of 200 calls) of a
 forward+backward, a forward with autograd, and the floor of an autograd.Function that does
 nothing; ``--profile N`` adds the N largest functions by own time (cProfile).
-``CPU_HOST_T`` sets the steps (64: one chunk); e.g. ``CPU_HOST_T=192
+``CPU_HOST_T`` sets the steps (64: one chunk), ``CPU_HOST_N`` the state size (16; 128 runs the
+backward in two blocks of the state's columns); e.g. ``CPU_HOST_T=192
 SEMISEP_TRITON_BWD=SPAN=1`` runs the backward in three spans.
 """
 from __future__ import annotations
@@ -61,7 +62,8 @@ def main():
     # the launch options of a GPU run (the interpreter takes none)
     launchers._launch_opts = lambda cfg: dict(num_warps=cfg["num_warps"],
                                               num_stages=cfg["num_stages"])
-    b, T, h, p, n = 1, int(os.environ.get("CPU_HOST_T", 64)), 2, 16, 16
+    b, T, h, p = 1, int(os.environ.get("CPU_HOST_T", 64)), 2, 16
+    n = int(os.environ.get("CPU_HOST_N", 16))
     g = torch.Generator().manual_seed(0)
     x = torch.randn(b, T, h, p, generator=g)
     dt = torch.rand(b, T, h, generator=g) * 0.1

@@ -128,8 +128,8 @@ def reference_grads(args, kw, ins, gy, gs=None, y_dtype=None):
     with each tensor of ``ins`` (the leaves) replaced by a float64 copy: a gradient taken from
     a bf16 leaf would come back rounded to bf16 (about 0.3e-3 of dx's 3e-3, NOTES.md s24).
     ``y_dtype``: gy rounded to it first, as the backward of an implementation whose y has that
-    dtype receives it (the float64 gradient of what it is given; s26: in bf16 that rounding
-    alone moved dA by up to 1.1e-2 on the Gluon checks' draws, ``dA floor``)."""
+    dtype receives it (the float64 gradient of what it is given; s26-2: in bf16 that rounding
+    alone moves dA by 1.5e-3 to 3.6e-3 on the Gluon checks' draws, their ``dA floor``)."""
     from semisep.backends.triton import naive
     copies = {id(t): t.detach().double().requires_grad_(True) for t in ins}
 

@@ -93,8 +93,7 @@ def _fwd_plan(b, T, h, p, g, n, dtype, has_dt, dt_softplus, has_dtb, D_dim, has_
         **flags, HAS_D=D_dim is not None, D_PER_P=D_dim == 2, HAS_Z=has_z, HAS_H0=has_h0,
         HAS_SEQ=has_seq, STORE_HT=True, Q=Q, BP=cfg["BP"], BN=cfg["BN"], PREC=_prec(dtype),
         CLAMP_C=CLAMP, PRE=rows if pre else PRE_NONE, FACTOR=_factor("fwd"), FAST=fast,
-        FACTORED=factored,
-        ONE_LAUNCH=one, EVEN=_even(cfg, T, p, n), UNROLL=cfg.get("UNROLL", 1),
+        FACTORED=factored, ONE_LAUNCH=one, EVEN=_even(cfg, T, p, n), UNROLL=cfg.get("UNROLL", 1),
         STATE_T=bool(cfg["STATE_T"]), GRAM=gram and (factored or one),
         WIDE=gram and _wide(nc * Q ** 2), EXACT_STAGES=cfg.get("EXACT_STAGES", 0),
         SPANS=spans > 1, STORE_YU=has_z and checkpoints,
@@ -237,8 +236,7 @@ def _pre_decays(pre, opts, dtla, A, dt_bias, seq_idx, Q, d, ak):
     nc = _cdiv(T, Q)
     has_seq = seq_idx is not None
     dec = torch.empty(_dec_rows(has_seq, opts.kwargs["GRAD_ROWS"], opts.kwargs["ROWS"]),
-                      b * h, nc * Q,
-                      device=dtla.device, dtype=torch.float32)
+                      b * h, nc * Q, device=dtla.device, dtype=torch.float32)
     etot = torch.empty(1 + 2 * has_seq, b * h, nc, device=dtla.device, dtype=torch.float32)
     launch(
         ssd_decays_kernel, (nc, b * h // opts.kwargs["HB"]),
