@@ -126,7 +126,8 @@ def _pre_rows(dec_ptr, etot_ptr, BH, NC, c, b64, h, H, t, PRE: tl.constexpr = PR
     # (log-decay 0), never a fill value that would break the prefix sums' monotonicity
     bh64 = b64 * H + h
     TP = NC * t.shape[0]
-    e_tot = tl.load(etot_ptr + bh64 * NC + c)
+    # the loads in the rows' order (e_tot first put 16 B more on the reverse sweep's stack,
+    # Triton 3.6 proxy)
     dtv = tl.load(dec_ptr + bh64 * TP + t)          # with PRE_FACTORED w = dt exp(-l)
     if PRE == PRE_FACTORED:
         e_in = tl.load(dec_ptr + (BH + bh64) * TP + t)
@@ -140,6 +141,7 @@ def _pre_rows(dec_ptr, etot_ptr, BH, NC, c, b64, h, H, t, PRE: tl.constexpr = PR
         e_in = tl.load(dec_ptr + (3 * BH + bh64) * TP + t)
         to_end = tl.load(dec_ptr + (4 * BH + bh64) * TP + t)
         inv = tl.load(dec_ptr + (5 * BH + bh64) * TP + t)
+    e_tot = tl.load(etot_ptr + bh64 * NC + c)
     return dtv, hi, lo, e_in, to_end, e_tot, inv
 
 
