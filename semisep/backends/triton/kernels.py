@@ -557,8 +557,8 @@ def ssd_bwd_revsweep_kernel(
                                              dtb_ptr, seq_ptr, b64, h, H, T, t, HAS_DT, DT_SOFTPLUS,
                                              HAS_DTB, HAS_SEQ, CLAMP_C)
                 xf = x.to(tl.float32)
-                # the factored loop's x dt (the exact loop takes x and dt apart; made here, not
-                # where used: there the factored loop spilled 8 B more, Triton 3.6 proxy)
+                # the factored loop's x dt (the exact loop takes x and dt apart; made where used,
+                # the sweep's stack moves by -16 to +32 B across its variants, Triton 3.6 proxy)
                 if HAS_DT:
                     xs = (xf * dtv[:, None]).to(dtype)
                 else:
