@@ -1,6 +1,6 @@
 #!/bin/bash
 # One device call: bash benchmarks/device_run.sh STEP... (steps below: ncu, sanitize, checks,
-# late, grid64, grid128, variants64, small128, or a quoted command; benchmarks/NOTES.md).
+# late, grid64, grid128, small128, or a quoted command; benchmarks/NOTES.md).
 # Everything goes into one tar, $OUT/keep.tgz (the device returns at most 8 files).
 set -u
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
@@ -44,11 +44,6 @@ for step in "$@"; do
       python3 benchmarks/gpu_ssd.py --skip-checks --Ns 128 --impls mamba,fla \
           --out /tmp/keep/grid128 > /tmp/keep/grid128.log 2>&1
       grep -E "^N=" /tmp/keep/grid128.log | cut -c1-104 ;;
-    variants64)  # the N = 64 forward's experiments against the default, in one process
-      python3 benchmarks/gpu_ssd.py --skip-checks --Ns 64 --Ts 8192,16384 --impls '' \
-          --repeat 2 --variants "default:" "scale:SEMISEP_TRITON_GLUON_SCALE_OPS=1" \
-          --out /tmp/keep/variants64 > /tmp/keep/variants64.log 2>&1
-      grep -E "^N=| vs " /tmp/keep/variants64.log | cut -c1-104 ;;
     small128)  # the host-bound N = 128 cells: plans by knob, fla in the same run, 3 timings
       python3 benchmarks/gpu_ssd.py --skip-checks --Ns 128 --Ts 1024,2048,4096 --impls fla \
           --repeat 3 --variants "default:" "q64:SEMISEP_TRITON_FWD=Q=64;SEMISEP_TRITON_GRAM=0" \

@@ -36,16 +36,14 @@ def kernels():
     # W_ROWS=0: the forward reading all the pre-pass's rows (a forward autograd records)
     sweep = dict(Q=64, P=64, N=64, STAGES=2, HAS_D=True,
                  W_ROWS=os.environ.get("W_ROWS", "1") == "1")
-    # SCALE_OPS=1: the n = 64 forward's variant without u's store (gluon_fwd.SCALE_OPS)
-    scale = dict(SCALE_OPS=os.environ.get("SCALE_OPS", "0") == "1")
     bwd = dict(Q=64, P=64, N=64, NT=int(os.environ.get('NT', 64)), STAGES=2, HAS_D=True)
     fmin = dict(FACTOR_MIN=2.0 ** -64)
     return {
         "fwd": (gluon_fwd.ssd_fwd_gluon_kernel,
                 _sig(("x_desc", "b_desc", "c_desc", "y_desc"),
                      ("dec_ptr", "etot_ptr", "D_ptr", "hT_ptr"), ("T", "H", "G", "NC", "PT"),
-                     dict(sweep, **scale, **fmin)),
-                dict(sweep, STAGES=gluon_fwd.STAGES[64], **scale, **fmin)),
+                     dict(sweep, **fmin)),
+                dict(sweep, STAGES=gluon_fwd.STAGES[64], **fmin)),
         "fwd128": (gluon_fwd.ssd_fwd_gluon_kernel,
                    _sig(("x_desc", "b_desc", "c_desc", "y_desc"),
                         ("dec_ptr", "etot_ptr", "D_ptr", "hT_ptr"), ("T", "H", "G", "NC", "PT"),

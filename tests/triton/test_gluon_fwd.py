@@ -202,18 +202,15 @@ print(json.dumps([run("--dump-resource-usage"), run("-sass")]))
 
 
 @needs_gluon
-@pytest.mark.parametrize("n, products, w_rows, scale", [
-    (64, 16, True, False), (64, 16, False, False), (128, 28, True, False), (64, 16, True, True)])
-def test_compiles_for_sm90_with_asynchronous_products(compiled_for_sm90, n, products, w_rows,
-                                                      scale):
+@pytest.mark.parametrize("n, products, w_rows", [(64, 16, True), (64, 16, False), (128, 28, True)])
+def test_compiles_for_sm90_with_asynchronous_products(compiled_for_sm90, n, products, w_rows):
     """No stack; the products a chunk (four wgmma each at n = 64; at n = 128 C B^T and C S^T
     as two of K = 64 and the state's update one a half: 7 x 4); waits that leave some of
     them in flight, and no serializing ones; with the pre-pass's factored rows (``W_ROWS``,
-    a forward without autograd) and all of them; the experiment ``SCALE_OPS`` too."""
+    a forward without autograd) and all of them."""
     usage, sass = compiled_for_sm90(_COMPILE.replace("N=64, STAGES=2",
                                                      f"N={n}, STAGES={GF.STAGES[n]}")
-                                    .replace("W_ROWS=True",
-                                             f"W_ROWS={w_rows}, SCALE_OPS={scale}"))
+                                    .replace("W_ROWS=True", f"W_ROWS={w_rows}"))
     assert re.search(r"STACK:0\b", usage), usage
     assert sass.count("HGMMA.64x64x16.F32.BF16") == products
     assert len(re.findall(r"WARPGROUP\.DEPBAR\.LE gsb0, 0x[1-9]", sass)) >= 2

@@ -118,20 +118,12 @@ if gluon is not None:
     @gluon.jit
     def _chunks(x_desc, b_desc, c_desc, y_desc, dec_ptr, etot_ptr, hT_ptr, Dv, b, h, grp, pb,
                 bh, BH, T, NC, PT, Q: gl.constexpr, P: gl.constexpr, N: gl.constexpr,
-                STAGES: gl.constexpr, HAS_D: gl.constexpr, W_ROWS: gl.constexpr,
-                SCALE_OPS: gl.constexpr):
+                STAGES: gl.constexpr, HAS_D: gl.constexpr, W_ROWS: gl.constexpr):
         """The loop over the chunks of one program (module docstring). B, C and the state
         ``S^T`` are held in ``HALVES = N / 64`` blocks of 64 columns (at N = 128: a TMA box of
         64 bf16 columns is the 128-byte swizzle's width), so that ``C B^T`` and ``C S^T`` are
         one product of K = 64 per half and the state's update one product per half. W_ROWS:
-        the pre-pass wrote the factored loop's rows only (:data:`.decays.PRE_FACTORED`).
-        SCALE_OPS (N = 64; an experiment, ``SEMISEP_TRITON_GLUON_SCALE_OPS=1``, not yet run
-        on a GPU): u is never stored; ``B^T diag(w)`` (B^T loaded into registers) and
-        ``lower(C B^T) diag(w)`` take x from the ring instead, which drops u's four
-        ``stmatrix``, a fence and a CTA barrier's wait from each chunk (Triton 3.6 proxy: 178
-        -> 198 registers, 99864 -> 91672 B, the loop 661 -> 709 instructions) and rounds
-        ``B w`` and ``G w`` to bf16 where u's form rounds ``x w`` (y no longer the Triton
-        kernel's bit for bit)."""
+        the pre-pass wrote the factored loop's rows only (:data:`.decays.PRE_FACTORED`)."""
         mma: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
                                                       instr_shape=[16, P, 16])
         mmaq: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
@@ -211,41 +203,22 @@ if gluon is not None:
                            re_s.index(ns), bars.index(ns), W_ROWS)
                 _load_chunk(x_desc, b_desc, c_desc, bars.index(ns), x_s.index(ns), b_s, c_s,
                             HALVES * ns, row0 + nxt * Q, xcol, grp * N, H2, HALVES, nbytes)
-            if SCALE_OPS:
-                gl.static_assert(HALVES == 1, "SCALE_OPS: n = 64 only")
-                # u = x diag(w) never stored: w scales the operands it meets, B^T's columns
-                # (B^T loaded into registers) and lower(C B^T)'s, and x itself is the products'
-                # operand, from the ring
-                wq = rd_s.index(slot).load(gl.SliceLayout(0, mma))
-                if not W_ROWS:
-                    wq = wq * ri_s.index(slot).load(gl.SliceLayout(0, mma))
-                Bw = b0.permute((1, 0)).load(mma).to(gl.float32) * wq[None, :]
-                S0 = warpgroup_mma(gl.convert_layout(Bw.to(dtype), dotA), xs, S0,
-                                   is_async=True)
-                Gm = warpgroup_mma_wait(num_outstanding=2, deps=(Gm,))
-                wg = gl.convert_layout(wq, gl.SliceLayout(0, mmaq))
-                W = gl.where(lower, Gm, 0.0) * wg[None, :]
-                acc = warpgroup_mma(gl.convert_layout(W.to(dtype), dotA), xs, acc,
-                                    is_async=True)
-                if HAS_D:
-                    xm = xs.load(mma)
-            else:
-                # x read from shared memory once, in the products' layout, for u and for D x
-                xm = xs.load(mma)
-                w = rd_s.index(slot).load(gl.SliceLayout(1, mma))
-                if not W_ROWS:
-                    w = w * ri_s.index(slot).load(gl.SliceLayout(1, mma))      # dt exp(-l)
-                if HALVES == 2:
-                    tma.store_wait(pendings=0)  # the previous chunk's y has left u's buffer
-                u_s.store((xm.to(gl.float32) * w[:, None]).to(dtype))
-                fence_async_shared()
-                S0 = warpgroup_mma(b0.permute((1, 0)), u_s, S0, is_async=True)
-                if HALVES == 2:
-                    S1 = warpgroup_mma(b1.permute((1, 0)), u_s, S1, is_async=True)
-                # in flight: C B^T and C S^T (HALVES groups each), then the state's HALVES
-                Gm = warpgroup_mma_wait(num_outstanding=2 * HALVES, deps=(Gm,))
-                W = gl.convert_layout(gl.where(lower, Gm, 0.0).to(dtype), dotA)
-                acc = warpgroup_mma(W, u_s, acc, is_async=True)
+            # x read from shared memory once, in the products' layout, for u and for D x
+            xm = xs.load(mma)
+            w = rd_s.index(slot).load(gl.SliceLayout(1, mma))
+            if not W_ROWS:
+                w = w * ri_s.index(slot).load(gl.SliceLayout(1, mma))      # dt exp(-l)
+            if HALVES == 2:
+                tma.store_wait(pendings=0)  # the previous chunk's y has left u's buffer
+            u_s.store((xm.to(gl.float32) * w[:, None]).to(dtype))
+            fence_async_shared()
+            S0 = warpgroup_mma(b0.permute((1, 0)), u_s, S0, is_async=True)
+            if HALVES == 2:
+                S1 = warpgroup_mma(b1.permute((1, 0)), u_s, S1, is_async=True)
+            # in flight: C B^T and C S^T (HALVES groups each), then the state's HALVES
+            Gm = warpgroup_mma_wait(num_outstanding=2 * HALVES, deps=(Gm,))
+            W = gl.convert_layout(gl.where(lower, Gm, 0.0).to(dtype), dotA)
+            acc = warpgroup_mma(W, u_s, acc, is_async=True)
             if HALVES == 2:
                 S0, S1 = warpgroup_mma_wait(num_outstanding=1, deps=(S0, S1))
                 S1 = S1 * e_tot
@@ -281,8 +254,7 @@ if gluon is not None:
                              T, H, G, NC, PT,
                              Q: gl.constexpr, P: gl.constexpr, N: gl.constexpr,
                              STAGES: gl.constexpr, HAS_D: gl.constexpr,
-                             FACTOR_MIN: gl.constexpr, W_ROWS: gl.constexpr,
-                             SCALE_OPS: gl.constexpr = False):
+                             FACTOR_MIN: gl.constexpr, W_ROWS: gl.constexpr):
         """Grid ``(b * H * PT / P,)``: a program per (b, h, block of P of the PT columns of
         p); x, y as (b T, H PT) and B, C as (b T, G N) tensor descriptors of (Q, P) and (Q, N)
         blocks; ``dec``, ``etot`` the pre-pass's rows (W_ROWS: its ``PRE_FACTORED`` rows);
@@ -299,7 +271,7 @@ if gluon is not None:
         if _factorable_g(etot_ptr, bh, NC, FACTOR_MIN):
             _chunks(x_desc, b_desc, c_desc, y_desc, dec_ptr, etot_ptr, hT_ptr, Dv, b, h,
                     h // (H // G), pb, bh, gl.num_programs(0) // NPB, T, NC, PT, Q, P, N,
-                    STAGES, HAS_D, W_ROWS, SCALE_OPS)
+                    STAGES, HAS_D, W_ROWS)
 
 
 def switched_on(x, capability=None) -> bool:
@@ -343,14 +315,12 @@ def eligible(x, B, C, D, z, h0, seq_idx, Q, fwd_opts, capability=None) -> bool:
 def launch_fwd(x, B, C, D, dec, etot, y, hT, w_rows):
     """Launch :func:`ssd_fwd_gluon_kernel` into ``y`` and ``hT`` (x, B, C contiguous, B and C
     in x's dtype), with a ring of :data:`STAGES` chunks; ``w_rows``: ``dec`` holds the
-    pre-pass's ``PRE_FACTORED`` rows (else all of them). ``SEMISEP_TRITON_GLUON_SCALE_OPS=1``
-    selects :func:`_chunks`' SCALE_OPS at n = 64 (an experiment)."""
+    pre-pass's ``PRE_FACTORED`` rows (else all of them)."""
     b, T, h, p = x.shape
     g, n = B.shape[2], B.shape[3]
     rows = b * T
     views = ((x, rows, h * p), (B, rows, g * n), (C, rows, g * n), (y, rows, h * p))
     args = (dec, etot, D if D is not None else hT, hT, T, h, g, T // Q_GLUON, p)
     consts = dict(Q=Q_GLUON, P=64, N=n, STAGES=STAGES[n], HAS_D=D is not None,
-                  FACTOR_MIN=_FACTOR_MIN, W_ROWS=w_rows,
-                  SCALE_OPS=n == N_GLUON and _env("SEMISEP_TRITON_GLUON_SCALE_OPS") == "1")
+                  FACTOR_MIN=_FACTOR_MIN, W_ROWS=w_rows)
     launch(ssd_fwd_gluon_kernel, (b * h * (p // 64), 1, 1), views, args, consts, x.device)
