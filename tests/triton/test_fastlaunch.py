@@ -137,6 +137,37 @@ def test_cached_launch_calls_the_c_launcher_directly(cached, monkeypatch):
     assert not k.compiled.calls
 
 
+def test_cached_launch_is_per_device_on_that_devices_stream(cached, monkeypatch):
+    """A kernel compiled on cuda:0 is not launched on cuda:1 (a module is loaded per device):
+    the current device is part of the key, and the direct launch takes its stream."""
+    monkeypatch.setattr(torch._C, "_cuda_getCurrentRawStream", lambda dev: 1000 + dev,
+                        raising=False)
+    current = [0]
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: current[0])
+    k = _Kernel()
+    k.compiled._run, k.compiled.function, k.compiled.packed_metadata = _Launcher(), "fn", "meta"
+    t = torch.empty(64)
+    for dev in (0, 1, 1, 0):
+        current[0] = dev
+        FL.launch(k, (1,), t, 64, X=True)
+    assert len(k.calls) == 2 and len(FL._CACHE) == 2     # one compile a device
+    assert [c[3] for c in k.compiled._run.calls] == [1001, 1000]
+
+
+def test_launches_run_on_the_inputs_device(monkeypatch):
+    """The launchers make the inputs' device current (a tensor on cuda:1 while cuda:0 is
+    current), and switch nothing where it already is, or for CPU tensors."""
+    from semisep.backends.triton.launch import _device_ctx
+
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
+    on = lambda i: SimpleNamespace(is_cuda=True, get_device=lambda: i,  # noqa: E731
+                                   device=torch.device("cuda", i))
+    ctx = _device_ctx(on(1))
+    assert isinstance(ctx, torch.cuda.device) and ctx.idx == 1
+    assert not isinstance(_device_ctx(on(0)), torch.cuda.device)
+    assert not isinstance(_device_ctx(torch.empty(1)), torch.cuda.device)
+
+
 def test_launch_hooks_take_the_compiled_kernels_own_launch(cached, monkeypatch):
     from triton import knobs
     monkeypatch.setattr(torch._C, "_cuda_getCurrentRawStream", lambda dev: 0, raising=False)
