@@ -209,7 +209,7 @@ if gluon is not None:
             if not W_ROWS:
                 w = w * ri_s.index(slot).load(gl.SliceLayout(1, mma))      # dt exp(-l)
             if HALVES == 2:
-                tma.store_wait(pendings=0)  # the previous chunk's y has left u's buffer
+                tma.store_wait(pendings=0)      # the previous chunk's y has left u's buffer
             u_s.store((xm.to(gl.float32) * w[:, None]).to(dtype))
             fence_async_shared()
             S0 = warpgroup_mma(b0.permute((1, 0)), u_s, S0, is_async=True)
