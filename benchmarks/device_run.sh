@@ -37,18 +37,18 @@ for step in "$@"; do
       SEMISEP_TRITON_CHECK_ARG_KEY=1 python3 benchmarks/gpu_ssd.py --late-checks --skip-bench \
           --out /tmp/keep/late ;;
     grid64)  # the N = 64 grid with the anchors, each cell twice with the impls in turn
-      python3 benchmarks/gpu_ssd.py --skip-checks --Ns 64 --impls mamba,fla --repeat 2 \
+      python3 benchmarks/gpu_ssd.py --skip-checks --Ns 64 --impls mamba,fla --repeat 2 --host \
           --out /tmp/keep/grid64 > /tmp/keep/grid64.log 2>&1
-      grep -E "^N=" /tmp/keep/grid64.log | cut -c1-104 ;;
+      grep -E "^N=" /tmp/keep/grid64.log | cut -c1-134 ;;
     grid128)  # the N = 128 grid with the anchors
       python3 benchmarks/gpu_ssd.py --skip-checks --Ns 128 --impls mamba,fla \
           --out /tmp/keep/grid128 > /tmp/keep/grid128.log 2>&1
       grep -E "^N=" /tmp/keep/grid128.log | cut -c1-104 ;;
     small128)  # the host-bound N = 128 cells: plans by knob, fla in the same run, 3 timings
       python3 benchmarks/gpu_ssd.py --skip-checks --Ns 128 --Ts 1024,2048,4096 --impls fla \
-          --repeat 3 --variants "default:" "q64:SEMISEP_TRITON_FWD=Q=64;SEMISEP_TRITON_GRAM=0" \
+          --repeat 3 --host --variants "default:" "q64:SEMISEP_TRITON_FWD=Q=64;SEMISEP_TRITON_GRAM=0" \
           "nb0:SEMISEP_TRITON_BWD=NB=0" --out /tmp/keep/small128 > /tmp/keep/small128.log 2>&1
-      grep -E "^N=| vs " /tmp/keep/small128.log | cut -c1-104 ;;
+      grep -E "^N=| vs " /tmp/keep/small128.log | cut -c1-134 ;;
     *) eval "$step" ;;
   esac
   tar czf $OUT/keep.tgz -C /tmp/keep .   # after every step: a call cut at its limit keeps the rest

@@ -20,13 +20,12 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-import time
 from collections import defaultdict
 
 import torch
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-from gpu_ssd import env_set, load_fla, make_inputs  # noqa: E402
+from gpu_ssd import env_set, host_ms, load_fla, make_inputs  # noqa: E402
 
 
 def kernel_times(fn, calls=5):
@@ -43,22 +42,6 @@ def kernel_times(fn, calls=5):
         if ev.device_type.name == "CUDA":
             per[ev.name[:70]] += ev.device_time / 1e3 / calls
     return dict(sorted(per.items(), key=lambda kv: -kv[1])), sum(per.values())
-
-
-def host_ms(fn, calls=20, rounds=7):
-    """Host time per call while the GPU is busy (the calls queue behind a sleep): the
-    least over ``rounds`` rounds of ``calls`` calls (the host's noise only adds time)."""
-    fn()
-    torch.cuda.synchronize()
-    best = float("inf")
-    for _ in range(rounds):
-        torch.cuda._sleep(int(2e8))   # ~0.1 s of GPU cycles: every launch below only queues
-        t0 = time.perf_counter()
-        for _ in range(calls):
-            fn()
-        best = min(best, (time.perf_counter() - t0) / calls * 1e3)
-        torch.cuda.synchronize()
-    return best
 
 
 def python_profile(fn, top, calls=20):

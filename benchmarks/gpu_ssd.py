@@ -7,10 +7,12 @@ torch.compile, decode, and the timing grid for semisep and the anchors (mamba_ss
 SDPA causal), each when importable.
 
     python benchmarks/gpu_ssd.py --out DIR [--skip-checks] [--skip-bench] [--variants ...]
-                                 [--repeat K] [--cache-in FILE] [--cache-out FILE]
+                                 [--repeat K] [--host] [--cache-in FILE] [--cache-out FILE]
 
 Writes DIR/h200_ssd.json (one row per impl, N, T: fwd_ms, fwdbwd_ms, peak_mb) and a log.
 Variants of our kernels are given as ``name:ENV=VAL;ENV=VAL`` (env read by pick_config).
+``--host`` adds, after each timing, the host time of one call (the calls queued behind a sleep
+kernel, the least of 3 rounds): where it is near the timing, the host set the cell's pace.
 ``--repeat K`` times each cell K times, every impl in turn, and keeps the medians (the host,
 which bounds the calls up to 4K steps, drifts by up to 30 % within a run).
 ``--cache-out`` packs the Triton kernel cache of the run (ours and the anchors') into a tar,
@@ -568,6 +570,22 @@ def peak_of(fn):
     return (torch.cuda.max_memory_allocated() - base) / 2**20
 
 
+def host_ms(fn, calls=20, rounds=7):
+    """Host time per call while the GPU is busy (the calls queue behind a sleep): the
+    least over ``rounds`` rounds of ``calls`` calls (the host's noise only adds time)."""
+    fn()
+    torch.cuda.synchronize()
+    best = float("inf")
+    for _ in range(rounds):
+        torch.cuda._sleep(int(2e8))   # ~0.1 s of GPU cycles: every launch below only queues
+        t0 = time.perf_counter()
+        for _ in range(calls):
+            fn()
+        best = min(best, (time.perf_counter() - t0) / calls * 1e3)
+        torch.cuda.synchronize()
+    return best
+
+
 def _median_rows(reps):
     """One row per impl from ``reps`` (each a list of rows of one repetition of a cell): the
     median of each timing over the repetitions, which alternate the impls (the host's speed
@@ -575,7 +593,9 @@ def _median_rows(reps):
     out = []
     for i, row in enumerate(reps[0]):
         row = dict(row)
-        for key in ("fwd_ms", "fwdbwd_ms"):
+        for key in ("fwd_ms", "fwdbwd_ms", "fwd_host_ms", "fwdbwd_host_ms"):
+            if key not in row:
+                continue
             vals = [r[i].get(key) for r in reps if r[i].get(key) is not None]
             if len(reps) > 1:
                 row[f"{key}_all"] = vals
@@ -588,7 +608,7 @@ def _median_rows(reps):
     return out
 
 
-def bench_grid(results, variants, Ns, Ts, impls, b=8, h=32, p=64, g=1, repeat=1):
+def bench_grid(results, variants, Ns, Ts, impls, b=8, h=32, p=64, g=1, repeat=1, host=False):
     from triton.testing import do_bench
     from semisep.backends.triton import ssd
     rows = results.setdefault("rows", [])
@@ -626,6 +646,9 @@ def bench_grid(results, variants, Ns, Ts, impls, b=8, h=32, p=64, g=1, repeat=1)
                         try:
                             fn()
                             row[f"{key}_ms"] = bench(fn)
+                            if host:
+                                # right after its timing: whether the host set its pace then
+                                row[f"{key}_host_ms"] = host_ms(fn, rounds=3)
                             if key == "fwdbwd":
                                 row["peak_mb"] = peak_of(fn)
                             elif "peak_mb" not in row:
@@ -640,6 +663,8 @@ def bench_grid(results, variants, Ns, Ts, impls, b=8, h=32, p=64, g=1, repeat=1)
                     log(f"N={n:4d} T={T:6d} {impl:28s} fwd {row.get('fwd_ms') or float('nan'):8.3f} ms"
                         f"  fwdbwd {row.get('fwdbwd_ms') or float('nan'):8.3f} ms"
                         f"  peak {row.get('peak_mb', float('nan')):8.1f} MB"
+                        + (f"  host {row.get('fwd_host_ms') or float('nan'):.3f} / "
+                           f"{row.get('fwdbwd_host_ms') or float('nan'):.3f} ms" if host else "")
                         + (f"  err {row.get('fwd_error', '')}{row.get('fwdbwd_error', '')}"
                            if ('fwd_error' in row or 'fwdbwd_error' in row) else ""))
 
@@ -764,6 +789,9 @@ def main():
     ap.add_argument("--variants", nargs="*", default=["default:"])
     ap.add_argument("--repeat", type=int, default=1,
                     help="time every cell this many times, the impls in turn; rows keep medians")
+    ap.add_argument("--host", action="store_true",
+                    help="after each timing, the host time of a call (queued behind a sleep "
+                         "kernel): fwd_host_ms, fwdbwd_host_ms")
     ap.add_argument("--cache-in", default=None)
     ap.add_argument("--cache-out", default=None)
     args = ap.parse_args()
@@ -795,7 +823,8 @@ def main():
             variants.append((name, env))
         impls = set(args.impls.split(",")) if args.impls else set()
         bench_grid(results, variants, [int(s) for s in args.Ns.split(",")],
-                   [int(s) for s in args.Ts.split(",")], impls, repeat=args.repeat)
+                   [int(s) for s in args.Ts.split(",")], impls, repeat=args.repeat,
+                   host=args.host)
         log(f"bench done at {time.time() - t0:.0f} s")
     results.pop("_out", None)
     with open(os.path.join(args.out, "h200_ssd.json"), "w") as f:
