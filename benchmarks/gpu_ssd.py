@@ -646,9 +646,6 @@ def bench_grid(results, variants, Ns, Ts, impls, b=8, h=32, p=64, g=1, repeat=1,
                         try:
                             fn()
                             row[f"{key}_ms"] = bench(fn)
-                            if host:
-                                # right after its timing: whether the host set its pace then
-                                row[f"{key}_host_ms"] = host_ms(fn, rounds=3)
                             if key == "fwdbwd":
                                 row["peak_mb"] = peak_of(fn)
                             elif "peak_mb" not in row:
@@ -656,6 +653,12 @@ def bench_grid(results, variants, Ns, Ts, impls, b=8, h=32, p=64, g=1, repeat=1,
                         except Exception as e:  # noqa: BLE001
                             row[f"{key}_ms"] = None
                             row[f"{key}_error"] = f"{type(e).__name__}: {str(e)[:200]}"
+                        if host and row[f"{key}_ms"] is not None:
+                            # right after its timing: whether the host set its pace then
+                            try:
+                                row[f"{key}_host_ms"] = host_ms(fn, rounds=3)
+                            except Exception as e:  # noqa: BLE001
+                                row[f"{key}_host_error"] = f"{type(e).__name__}: {str(e)[:200]}"
                     if row.get("fwd_ms"):
                         row["fwd_TFLOPs"] = flops / row["fwd_ms"] / 1e9
                         row["fwd_GBps"] = nbytes / row["fwd_ms"] / 1e6
