@@ -54,15 +54,35 @@ def _chunk_decays(dt_ptr, A_ptr, dtb_ptr, seq_ptr, b64, h, H, T, t,
                   HAS_SEQ: tl.constexpr, CLAMP_C: tl.constexpr):
     """For positions ``t`` (int64, (Q,)) of head ``h``, or of heads ``h`` (1, heads) at
     positions ``t`` (Q, 1): ``(dt, la2, hi, lo, tot, keep, sig)``, each (Q,) or (Q, heads),
-    ``tot`` one per head.
-
-    dt: the factor on x (1 without dt); la2: clamped log2-decays (0 past T);
-    hi + lo: their chunk-local inclusive prefix sums; tot: the chunk's sum (fp64);
-    keep: 1 where the log-decay is not clamped (its gradient passes) and t < T, else 0;
-    sig: d dt / d raw dt (the softplus' sigmoid, or 1).
+    ``tot`` one per head: :func:`_decays_of` the raw values loaded here, with seq_idx's
+    sequence boundaries as resets (HAS_SEQ) and the positions past T as log-decay 0.
     """
     mask_t = t < T
     raw = tl.load(dt_ptr + (b64 * T + t) * H + h, mask=mask_t, other=0.0).to(tl.float32)
+    reset = mask_t        # unused without HAS_SEQ
+    if HAS_SEQ:
+        s_cur = tl.load(seq_ptr + b64 * T + t, mask=mask_t, other=0)
+        s_prev = tl.load(seq_ptr + b64 * T + t - 1, mask=mask_t & (t > 0), other=0)
+        reset = (t > 0) & (s_cur != s_prev)
+    return _decays_of(raw, mask_t, reset, A_ptr, dtb_ptr, h, HAS_DT, DT_SOFTPLUS, HAS_DTB,
+                      HAS_SEQ, CLAMP_C)
+
+
+@triton.jit
+def _decays_of(raw, valid, reset, A_ptr, dtb_ptr, h,
+               HAS_DT: tl.constexpr, DT_SOFTPLUS: tl.constexpr, HAS_DTB: tl.constexpr,
+               HAS_RESET: tl.constexpr, CLAMP_C: tl.constexpr):
+    """:func:`_chunk_decays` of a chunk's raw dt (or log_a) values ``raw`` (fp32), from
+    position 0 of the chunk on along axis 0: ``valid`` marks the positions before T (the
+    others count as log-decay 0); with HAS_RESET, ``reset`` those that a sequence boundary
+    resets.
+
+    dt: the factor on x (1 without dt); la2: clamped log2-decays (0 where not valid);
+    hi + lo: their chunk-local inclusive prefix sums; tot: the chunk's sum (fp64);
+    keep: 1 where the log-decay is not clamped (its gradient passes) and valid, else 0;
+    sig: d dt / d raw dt (the softplus' sigmoid, or 1). The Gluon forward
+    (:mod:`.gluon_fwd`) calls this too, on values it copied into shared memory.
+    """
     if HAS_DT:
         if HAS_DTB:
             raw += tl.load(dtb_ptr + h).to(tl.float32)
@@ -77,13 +97,11 @@ def _chunk_decays(dt_ptr, A_ptr, dtb_ptr, seq_ptr, b64, h, H, T, t,
         dtv = tl.full(raw.shape, 1.0, tl.float32)
         sig = dtv
         la = raw
-    if HAS_SEQ:
-        s_cur = tl.load(seq_ptr + b64 * T + t, mask=mask_t, other=0)
-        s_prev = tl.load(seq_ptr + b64 * T + t - 1, mask=mask_t & (t > 0), other=0)
-        la = tl.where((t > 0) & (s_cur != s_prev), float("-inf"), la)
-    keep = tl.where(mask_t & (la >= -CLAMP_C), 1.0, 0.0)
+    if HAS_RESET:
+        la = tl.where(reset, float("-inf"), la)
+    keep = tl.where(valid & (la >= -CLAMP_C), 1.0, 0.0)
     la = tl.maximum(la, -CLAMP_C)
-    la = tl.where(mask_t, la, 0.0)
+    la = tl.where(valid, la, 0.0)
     la2 = la * 1.4426950408889634
     l64 = tl.cumsum(la2.to(tl.float64), axis=0)
     hi = l64.to(tl.float32)
