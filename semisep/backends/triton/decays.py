@@ -80,8 +80,9 @@ def _decays_of(raw, valid, reset, A_ptr, dtb_ptr, h,
     dt: the factor on x (1 without dt); la2: clamped log2-decays (0 where not valid);
     hi + lo: their chunk-local inclusive prefix sums; tot: the chunk's sum (fp64);
     keep: 1 where the log-decay is not clamped (its gradient passes) and valid, else 0;
-    sig: d dt / d raw dt (the softplus' sigmoid, or 1). The Gluon forward
-    (:mod:`.gluon_fwd`) calls this too, on values it copied into shared memory.
+    sig: d dt / d raw dt (the softplus' sigmoid, or 1). Apart from the load so that a
+    kernel holding the raw values elsewhere can call it (planned: the Gluon forward, on
+    values it copied into shared memory; benchmarks/NOTES.md, s28).
     """
     if HAS_DT:
         if HAS_DTB:
