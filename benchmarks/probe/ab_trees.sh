@@ -2,9 +2,11 @@
 # A/B of the working tree against another commit's, on the device, in turn (two processes a
 # tree): `--gluon-checks` of the working tree, then gpu_ssd.py's N = 64 / 128 cells at 4K and
 # 16K (semisep only) base, new, base, new, then gpu_profile.py's kernels at 16K for both.
-# Make the base tree here first (untracked, so it travels with the working tree):
-#     git archive REV semisep benchmarks/gpu_ssd.py benchmarks/gpu_profile.py | tar -x -C _base
-# then: bash benchmarks/device_run.sh "bash benchmarks/probe/ab_trees.sh"  (s29-1)
+# Make the base tree here first (ignored: the call carries it, with the wheels):
+#     mkdir _base && git archive REV semisep benchmarks/gpu_ssd.py benchmarks/gpu_profile.py \
+#         | tar -x -C _base
+# then run `bash benchmarks/device_run.sh "bash benchmarks/probe/ab_trees.sh"` with carry
+# [".whl", "_base"] (s29-1).
 python3 benchmarks/gpu_ssd.py --gluon-checks --skip-bench --out /tmp/keep/gluon > /tmp/keep/gluon.log 2>&1
 grep -E "BAD|crash|Traceback" /tmp/keep/gluon.log | head -20; echo "ok lines: $(grep -c ' ok ' /tmp/keep/gluon.log)"
 grep -E "y vs triton|final vs triton|launched" /tmp/keep/gluon.log | head -20
