@@ -7,17 +7,17 @@
 #         | tar -x -C _base
 # then run `bash benchmarks/device_run.sh "bash benchmarks/probe/ab_trees.sh"` with carry
 # [".whl", "_base"] (s29-1).
-python3 benchmarks/gpu_ssd.py --gluon-checks --skip-bench --out /tmp/keep/gluon > /tmp/keep/gluon.log 2>&1
+timeout 240 python3 benchmarks/gpu_ssd.py --gluon-checks --skip-bench --out /tmp/keep/gluon > /tmp/keep/gluon.log 2>&1
 grep -E "BAD|crash|Traceback" /tmp/keep/gluon.log | head -20; echo "ok lines: $(grep -c ' ok ' /tmp/keep/gluon.log)"
 grep -E "y vs triton|final vs triton|launched" /tmp/keep/gluon.log | head -20
 for i in 1 2; do
   for tree in base new; do
     if [ $tree = base ]; then s=_base/benchmarks/gpu_ssd.py; else s=benchmarks/gpu_ssd.py; fi
-    python3 $s --skip-checks --Ns 64,128 --Ts 4096,16384 --impls "" --out /tmp/keep/ab_${tree}$i > /tmp/keep/ab_${tree}$i.log 2>&1
+    timeout 150 python3 $s --skip-checks --Ns 64,128 --Ts 4096,16384 --impls "" --out /tmp/keep/ab_${tree}$i > /tmp/keep/ab_${tree}$i.log 2>&1
     echo "-- $tree $i"; grep -E "^N=" /tmp/keep/ab_${tree}$i.log | cut -c1-120
   done
 done
 for tree in new base; do
   if [ $tree = base ]; then s=_base/benchmarks/gpu_profile.py; else s=benchmarks/gpu_profile.py; fi
-  echo "-- profile $tree"; python3 $s --Ts 16384 > /tmp/keep/prof_$tree.log 2>&1; tail -25 /tmp/keep/prof_$tree.log
+  echo "-- profile $tree"; timeout 120 python3 $s --Ts 16384 > /tmp/keep/prof_$tree.log 2>&1; tail -25 /tmp/keep/prof_$tree.log
 done
