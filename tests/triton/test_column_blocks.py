@@ -61,6 +61,16 @@ def _grads(ins, kw, seed, final, fn=ssd):
     return [y, hT, *torch.autograd.grad(_loss(y, hT, seed, final), list(ins.values()))]
 
 
+def _term_scales(ins, kw, seed, final):
+    """Per head, the sum over (b, t) of the magnitudes of the float64 terms whose sum is
+    the gradient of A and of dt_bias (each given per position, so that autograd returns
+    the terms)."""
+    b, T, h = ins["dt"].shape
+    per = {k: ins[k].detach().expand(b, T, h).clone() for k in ("A", "dt_bias") if k in ins}
+    terms = _grads({**ins, **per}, kw, seed, final, fn=_reference)
+    return {k: terms[2 + list(ins).index(k)].abs().sum((0, 1)) for k in per}
+
+
 def _reference(chunk_size, return_final_state, **kw):
     return naive.ssd_reference(**{"log_a": None, **kw})
 
@@ -110,12 +120,14 @@ def test_column_blocks_give_the_whole_backward(T, n, nb, span, use_dt, extras, f
         got = _whole_blocked_float64(mp, ins, kw, seed, final,
                                      f"NB={nb}" + (f",SPAN={span}" if span else ""))
         assert config.state_block(p, n, 16, torch.float32) == nb
+    scale = _term_scales(ins, kw, seed, final) if use_dt else {}
     for nm, a, s, w in got:
         if nm in ("A", "dt_bias"):
             # sums over b T positions whose terms cancel, added block by block in another
-            # order (hypothesis found 2.1e-6 for A, then 4.1e-5 at T=40, n=24, nb=16, seed
-            # 42 with the extras, atomics); their float64 check: test_triton_ssd
-            assert rel(s, a) < 2e-4, nm
+            # order: held to fp32 rounding of the terms' magnitudes, not of their sum (its
+            # relative error reached 4.1e-5 at T=40, n=24, nb=16, seed 42 with the extras);
+            # their float64 check: test_triton_ssd
+            assert ((s - a).abs() <= 1e-5 * scale[nm]).all(), nm
             continue
         assert rel(s, a) < 1e-6, nm
         if nm != "dt":
