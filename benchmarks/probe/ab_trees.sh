@@ -10,10 +10,11 @@
 timeout 240 python3 benchmarks/gpu_ssd.py --gluon-checks --skip-bench --out /tmp/keep/gluon > /tmp/keep/gluon.log 2>&1
 grep -E "BAD|crash|Traceback" /tmp/keep/gluon.log | head -20; echo "ok lines: $(grep -c ' ok ' /tmp/keep/gluon.log)"
 grep -E "y vs triton|final vs triton|launched" /tmp/keep/gluon.log | head -20
-for i in 1 2; do
+# AB_ROUNDS, AB_NS, AB_TS (defaults 2, 64,128, 4096,16384) trim it to the call's limit.
+for i in $(seq ${AB_ROUNDS:-2}); do
   for tree in base new; do
     if [ $tree = base ]; then s=_base/benchmarks/gpu_ssd.py; else s=benchmarks/gpu_ssd.py; fi
-    timeout 150 python3 $s --skip-checks --Ns 64,128 --Ts 4096,16384 --impls "" --out /tmp/keep/ab_${tree}$i > /tmp/keep/ab_${tree}$i.log 2>&1
+    timeout 150 python3 $s --skip-checks --Ns ${AB_NS:-64,128} --Ts ${AB_TS:-4096,16384} --impls "" --out /tmp/keep/ab_${tree}$i > /tmp/keep/ab_${tree}$i.log 2>&1
     echo "-- $tree $i"; grep -E "^N=" /tmp/keep/ab_${tree}$i.log | cut -c1-120
   done
 done
