@@ -35,18 +35,36 @@ def test_state_block(monkeypatch, p, n, knob, want):
     assert config.state_block(p, n, None, torch.bfloat16) == want
 
 
-@pytest.mark.parametrize("n,chunk,reused", [(128, -1, False), (128, 32, True), (64, -1, True)])
-def test_forward_keeps_its_decays_only_for_a_backward_in_its_chunks(n, chunk, reused):
-    """The forward hands the backward its decay arrays where the backward runs its chunks
-    (n = 128 in blocks of 64 runs chunks of 64, the forward 32: it keeps none, and holds no
-    rows for it)."""
+@pytest.mark.parametrize("n,chunk", [(128, -1), (128, 32), (128, 64), (64, -1)])
+def test_forward_keeps_its_decays_for_a_backward_in_its_chunks(n, chunk):
+    """The forward hands the backward its decay arrays where the backward runs its chunks:
+    n = 128 runs blocks of 64 in chunks of 64 by default, and a forward small enough for one
+    launch recorded for it takes chunks of 64 too (its default there is 32 with GRAM); a
+    chunk size the caller gives holds for both."""
     gen = torch.Generator().manual_seed(1)
     b, T, h, p = 1, 40, 2, 16
     x, la = torch.randn(b, T, h, p, generator=gen), -torch.rand(b, T, h, generator=gen)
     B = torch.randn(b, T, 1, n, generator=gen)
     out = L._fwd(x, la, None, B, B, None, None, None, None, None, False, False, chunk,
                  for_grad=True)
-    assert (out[2] is not None) == reused
+    assert out[2] is not None and out[2][0] == (64 if chunk < 0 else chunk)
+
+
+@pytest.mark.parametrize("T,for_grad,want", [
+    (1024, True, (64, False)),      # one launch, recorded: the backward's chunks
+    (1024, False, (32, True)),      # one launch, not recorded: the forward's default
+    (2048, True, (32, True)),       # two launches (the Gluon kernel's chunks aside)
+])
+def test_n128_forward_plan(T, for_grad, want):
+    """``(Q, GRAM)`` of the n = 128 forward's plan (b = 8, h = 32, bf16): chunks of 64
+    without GRAM only where it shares its decays with a backward and launches once, so the
+    host (which sets the pace there) runs a pre-pass and a GRAM launch fewer; the decays it
+    keeps follow."""
+    Q, _, _, dec, gram, _, _, _ = L._fwd_plan(8, T, 32, 64, 1, 128, torch.bfloat16, True,
+                                              False, False, 1, False, False, False, -1,
+                                              for_grad, for_grad)
+    assert (Q, gram is not None) == want
+    assert dec.kwargs["GRAD_ROWS"] == (for_grad and Q == 64)
 
 
 def _loss(y, hT, seed, final):

@@ -64,23 +64,29 @@ def _fwd_plan(b, T, h, p, g, n, dtype, has_dt, dt_softplus, has_dtb, D_dim, has_
     chunks per span)``: one forward launch per loop kind, or one holding both; with
     ``checkpoints`` (for a backward) in the backward's spans (:func:`.config.span_steps`, of
     its blocks of the state's columns, :func:`.config.state_block`), else in one, and with z
-    writing the ungated y too (``STORE_YU``); with ``gluon_chunks``, where the call is
-    launched as two kernels (the Gluon forward's factored launch), in chunks of 64 without
-    GRAM (:func:`.gluon_fwd.wants_chunks_of_64`)."""
+    writing the ungated y too (``STORE_YU``). In chunks of 64 without GRAM: with
+    ``gluon_chunks``, where the call is launched as two kernels (the Gluon forward's factored
+    launch, :func:`.gluon_fwd.wants_chunks_of_64`), and where it is launched once and
+    recorded (``for_grad``) for a backward in chunks of 64 (n > 64, default chunks)."""
     cfg = pick_config(p, n, None if chunk_size < 0 else chunk_size, dtype, "fwd")
     pre = _pre("fwd")
     fast = _fast(dtype, pre)
-    gluon_chunks = gluon_chunks and len(_launches(fast, b * h * T * cfg["BN"])) == 2
-    if gluon_chunks:
+    nb = _block(p, n, chunk_size, dtype)
+    # the decay arrays serve the backward where it runs chunks of Q too; its blocks of the
+    # state's columns at n > 64 run chunks of 64, the forward's default there is 32
+    bwd_Q = pick_config(p, nb, None if chunk_size < 0 else chunk_size, dtype, "bwd")["Q"]
+    one = len(_launches(fast, b * h * T * cfg["BN"])) == 1
+    gluon_chunks = gluon_chunks and not one
+    # chunks of 64 without GRAM: for the Gluon kernel, and for a small call recorded for a
+    # backward in chunks of 64, which then takes the forward's decays (a pre-pass and the
+    # GRAM launch fewer where the host sets the pace; H100 s30-2, N = 128 1K: host 1.31 ->
+    # 1.06 ms per fwd+bwd in one profile, device 0.512 -> 0.535 ms; NOTES.md)
+    chunks_64 = gluon_chunks or (one and for_grad and chunk_size < 0 and bwd_Q == 64 != cfg["Q"])
+    if chunks_64:
         cfg = pick_config(p, n, 64, dtype, "fwd")
     Q = cfg["Q"]
-    gram = fast and _gram(h, g, n) and not gluon_chunks
+    gram = fast and _gram(h, g, n) and not chunks_64
     flags = dict(HAS_DT=has_dt, DT_SOFTPLUS=dt_softplus, HAS_DTB=has_dtb)
-    nb = _block(p, n, chunk_size, dtype)
-    # the decay arrays serve the backward where it runs chunks of Q too (its blocks of the
-    # state's columns at n > 64 run chunks of 64: so only where the forward is planned in
-    # chunks of 64 for the Gluon kernel; else the backward makes its own)
-    bwd_Q = pick_config(p, nb, None if chunk_size < 0 else chunk_size, dtype, "bwd")["Q"]
     # a forward that autograd does not record (without seq_idx): the pre-pass writes the
     # factored loop's two rows only, the exact loop computing its decays in place
     rows = PRE_FACTORED if fast and not for_grad and not has_seq else PRE_ALL
