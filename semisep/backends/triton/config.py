@@ -76,7 +76,8 @@ def pick_config(p: int, n: int, chunk_size: Optional[int], dtype, kind: str = "f
     """Block sizes and launch options for one call (``kind``: fwd, bwd).
 
     Defaults from the H200 runs in benchmarks/NOTES.md: 4 warps; chunks of 64 for n <= 64
-    and of 32 above (register pressure). ``SEMISEP_TRITON_FWD`` / ``_BWD`` override any
+    and of 32 above (register pressure; a forward's plan takes 64 there for the Gluon kernel
+    and for a small call that hands its decays to the backward, :func:`.launch._fwd_plan`). ``SEMISEP_TRITON_FWD`` / ``_BWD`` override any
     field for experiments, e.g. ``"BP=32,num_warps=4"``, and add ``maxnreg`` (registers per
     thread), for the forward ``UNROLL`` (chunks per loop iteration) and ``STATE_T`` (1: the
     state carried as (n, p), see
