@@ -38,17 +38,17 @@ def main():
         t = {k: v.to(device=device, dtype=dtype if k in ("x", "B", "C") else
                      (torch.float64 if dtype == torch.float64 else torch.float32))
              .requires_grad_(True) for k, v in ins.items()}
-        y, hT = fn(t, dtype)
+        y, hT = fn(t)
         loss = (y.double() * gy.to(device, torch.float64)).sum() + (
             hT.double() * gs.to(device, torch.float64)).sum()
         return [y, hT, *torch.autograd.grad(loss, [t[k] for k in wanted])]
 
-    def ours(t, dtype):
+    def ours(t):
         return ssd(t["x"], None, t["B"], t["C"], dt=t["dt"], A=t["A"], dt_bias=t["dt_bias"],
                    D=t["D"], dt_softplus=True, initial_state=t["initial_state"],
                    return_final_state=True)
 
-    def reference(t, dtype):
+    def reference(t):
         return naive.ssd_reference_chunked(t["x"], None, t["B"], t["C"], dt=t["dt"], A=t["A"],
                                            dt_bias=t["dt_bias"], D=t["D"], dt_softplus=True,
                                            initial_state=t["initial_state"])
@@ -62,7 +62,8 @@ def main():
         return real(kernel, *args, **kwargs)
 
     L.launch = spy
-    for dtype, tol in ((torch.float32, 1e-5), (torch.bfloat16, 5e-3))[:2 if device == "cuda" else 1]:
+    checks = ((torch.float32, 1e-5), (torch.bfloat16, 5e-3))
+    for dtype, tol in checks if device == "cuda" else checks[:1]:
         launched.clear()
         got = run(ours, dtype, device)
         errs = {k: rel(a.cpu(), w) for k, a, w in zip(("y", "hT", *wanted), got, want)}

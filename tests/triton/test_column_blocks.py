@@ -50,17 +50,18 @@ def test_forward_keeps_its_decays_for_a_backward_in_its_chunks(n, chunk):
     assert out[2] is not None and out[2][0] == (64 if chunk < 0 else chunk)
 
 
-@pytest.mark.parametrize("T,for_grad,want", [
-    (1024, True, (64, False)),      # one launch, recorded: the backward's chunks
-    (1024, False, (32, True)),      # one launch, not recorded: the forward's default
-    (2048, True, (32, True)),       # two launches (the Gluon kernel's chunks aside)
+@pytest.mark.parametrize("T,for_grad,dtype,want", [
+    (1024, True, torch.bfloat16, (64, False)),     # one launch, recorded: the backward's chunks
+    (1024, False, torch.bfloat16, (32, True)),     # one launch, not recorded: the default
+    (2048, True, torch.bfloat16, (32, True)),      # two launches (Gluon's chunks aside)
+    (1024, True, torch.float16, (32, False)),      # the exact loop alone: the default
 ])
-def test_n128_forward_plan(T, for_grad, want):
-    """``(Q, GRAM)`` of the n = 128 forward's plan (b = 8, h = 32, bf16): chunks of 64
-    without GRAM only where it shares its decays with a backward and launches once, so the
-    host (which sets the pace there) runs a pre-pass and a GRAM launch fewer; the decays it
-    keeps follow."""
-    Q, _, _, dec, gram, _, _, _ = L._fwd_plan(8, T, 32, 64, 1, 128, torch.bfloat16, True,
+def test_n128_forward_plan(T, for_grad, dtype, want):
+    """``(Q, GRAM)`` of the n = 128 forward's plan (b = 8, h = 32): chunks of 64 without GRAM
+    only where it shares its decays with a backward and launches once holding both loops, so
+    the host (which sets the pace there) runs a pre-pass and a GRAM launch fewer; float16,
+    whose programs all run the exact loop, keeps its default at any size."""
+    Q, _, _, dec, gram, _, _, _ = L._fwd_plan(8, T, 32, 64, 1, 128, dtype, True,
                                               False, False, 1, False, False, False, -1,
                                               for_grad, for_grad)
     assert (Q, gram is not None) == want

@@ -220,9 +220,9 @@ def test_compiles_for_sm90_with_asynchronous_products(compiled_for_sm90, n, prod
 
 def test_plan_for_n128_takes_chunks_of_64_where_launched_twice():
     """An n = 128 forward planned for this kernel (``gluon_chunks``) runs chunks of 64 without
-    GRAM where it is launched as two kernels; a call small enough for one launch plans as it
-    would without the kernel (test_column_blocks.test_n128_forward_plan), as does the same call not
-    planned for it."""
+    GRAM where it is launched as two kernels; a call small enough for one launch plans as
+    it would without the kernel (test_column_blocks.test_n128_forward_plan), as does the
+    same call not planned for it."""
     from semisep.backends.triton.launch import _fwd_plan
 
     def plan(T, gluon):

@@ -77,9 +77,9 @@ def pick_config(p: int, n: int, chunk_size: Optional[int], dtype, kind: str = "f
 
     Defaults from the H200 runs in benchmarks/NOTES.md: 4 warps; chunks of 64 for n <= 64
     and of 32 above (register pressure; a forward's plan takes 64 there for the Gluon kernel
-    and for a small call that hands its decays to the backward, :func:`.launch._fwd_plan`). ``SEMISEP_TRITON_FWD`` / ``_BWD`` override any
-    field for experiments, e.g. ``"BP=32,num_warps=4"``, and add ``maxnreg`` (registers per
-    thread), for the forward ``UNROLL`` (chunks per loop iteration) and ``STATE_T`` (1: the
+    and for a small call that hands its decays to the backward, :func:`.launch._fwd_plan`).
+    ``SEMISEP_TRITON_FWD`` / ``_BWD`` override any field for experiments, e.g.
+    ``"BP=32,num_warps=4"``, and add ``maxnreg`` (registers per thread), for the forward ``UNROLL`` (chunks per loop iteration) and ``STATE_T`` (1: the
     state carried as (n, p), see
     :func:`kernels.ssd_fwd_kernel`; the default for n <= 64 and for p in blocks under 64), for
     the backward ``fwd_sweep_stages`` (``num_stages`` is the reverse sweep's) and ``E_ON_C``

@@ -66,8 +66,9 @@ def _fwd_plan(b, T, h, p, g, n, dtype, has_dt, dt_softplus, has_dtb, D_dim, has_
     its blocks of the state's columns, :func:`.config.state_block`), else in one, and with z
     writing the ungated y too (``STORE_YU``). In chunks of 64 without GRAM: with
     ``gluon_chunks``, where the call is launched as two kernels (the Gluon forward's factored
-    launch, :func:`.gluon_fwd.wants_chunks_of_64`), and where it is launched once and
-    recorded (``for_grad``) for a backward in chunks of 64 (n > 64, default chunks)."""
+    launch, :func:`.gluon_fwd.wants_chunks_of_64`), and where one launch holds both loops
+    and it is recorded (``for_grad``) for a backward in chunks of 64 (n > 64, default
+    chunks)."""
     cfg = pick_config(p, n, None if chunk_size < 0 else chunk_size, dtype, "fwd")
     pre = _pre("fwd")
     fast = _fast(dtype, pre)
@@ -75,13 +76,15 @@ def _fwd_plan(b, T, h, p, g, n, dtype, has_dt, dt_softplus, has_dtb, D_dim, has_
     # the decay arrays serve the backward where it runs chunks of Q too; its blocks of the
     # state's columns at n > 64 run chunks of 64, the forward's default there is 32
     bwd_Q = pick_config(p, nb, None if chunk_size < 0 else chunk_size, dtype, "bwd")["Q"]
-    one = len(_launches(fast, b * h * T * cfg["BN"])) == 1
-    gluon_chunks = gluon_chunks and not one
-    # chunks of 64 without GRAM: for the Gluon kernel, and for a small call recorded for a
-    # backward in chunks of 64, which then takes the forward's decays (a pre-pass and the
-    # GRAM launch fewer where the host sets the pace; H100 s30-2, N = 128 1K: host 1.31 ->
-    # 1.06 ms per fwd+bwd in one profile, device 0.512 -> 0.535 ms; NOTES.md)
-    chunks_64 = gluon_chunks or (one and for_grad and chunk_size < 0 and bwd_Q == 64 != cfg["Q"])
+    launches = _launches(fast, b * h * T * cfg["BN"])
+    # chunks of 64 without GRAM: for the Gluon kernel (two launches), and for a call small
+    # enough for one launch holding both loops, recorded for a backward in chunks of 64,
+    # which then takes the forward's decays (a pre-pass and the GRAM launch fewer where the
+    # host sets the pace; H100 s30-2, N = 128 1K: host 1.31 -> 1.06 ms per fwd+bwd in one
+    # profile, device 0.512 -> 0.535 ms; NOTES.md)
+    small_for_grad = launches[0][1] and for_grad and chunk_size < 0
+    chunks_64 = ((gluon_chunks and len(launches) == 2)
+                 or (small_for_grad and bwd_Q == 64 != cfg["Q"]))
     if chunks_64:
         cfg = pick_config(p, n, 64, dtype, "fwd")
     Q = cfg["Q"]
