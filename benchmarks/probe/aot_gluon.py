@@ -38,17 +38,18 @@ def kernels():
                  W_ROWS=os.environ.get("W_ROWS", "1") == "1")
     bwd = dict(Q=64, P=64, N=64, NT=int(os.environ.get('NT', 64)), STAGES=2, HAS_D=True)
     fmin = dict(FACTOR_MIN=2.0 ** -64)
+    pdl = dict(PDL=os.environ.get("PDL", "1") == "1")
     return {
         "fwd": (gluon_fwd.ssd_fwd_gluon_kernel,
                 _sig(("x_desc", "b_desc", "c_desc", "y_desc"),
                      ("dec_ptr", "etot_ptr", "D_ptr", "hT_ptr"), ("T", "H", "G", "NC", "PT"),
-                     dict(sweep, **fmin)),
-                dict(sweep, STAGES=gluon_fwd.STAGES[64], **fmin)),
+                     dict(sweep, **fmin, **pdl)),
+                dict(sweep, STAGES=gluon_fwd.STAGES[64], **fmin, **pdl)),
         "fwd128": (gluon_fwd.ssd_fwd_gluon_kernel,
                    _sig(("x_desc", "b_desc", "c_desc", "y_desc"),
                         ("dec_ptr", "etot_ptr", "D_ptr", "hT_ptr"), ("T", "H", "G", "NC", "PT"),
-                        dict(sweep, N=128, **fmin)),
-                   dict(sweep, N=128, STAGES=gluon_fwd.STAGES[128], **fmin)),
+                        dict(sweep, N=128, **fmin, **pdl)),
+                   dict(sweep, N=128, STAGES=gluon_fwd.STAGES[128], **fmin, **pdl)),
         "fwdsweep": (gluon_bwd.ssd_bwd_fwdsweep_gluon_kernel,
                      _sig(("x_desc", "dy_desc", "b_desc", "c_desc", "st_desc"),
                           ("dec_ptr", "etot_ptr", "dC_ptr", "w_ptr", "dD_ptr"),

@@ -97,7 +97,8 @@ def test_launcher_hands_it_the_factored_launch(monkeypatch, grad):
     yr, sr = naive.ssd_reference(x, la, B, C)
     calls = []
 
-    def stand_in(x_, B_, C_, D_, dec, etot, y, hT, w_rows):
+    def stand_in(x_, B_, C_, D_, dec, etot, y, hT, w_rows, pdl):
+        assert not pdl       # the interpreter has no programmatic dependent launch
         least = etot[0].view(b, h, -1).min(-1).values
         for i in range(b):
             for j in range(h):
@@ -141,7 +142,8 @@ def test_launcher_plans_n128_for_it(monkeypatch):
     yr, sr = naive.ssd_reference(x, la, B, C)
     seen = []
 
-    def stand_in(x_, B_, C_, D_, dec, etot, y, hT, w_rows):
+    def stand_in(x_, B_, C_, D_, dec, etot, y, hT, w_rows, pdl):
+        assert not pdl       # the interpreter has no programmatic dependent launch
         y[0, :, 0] = 2 * yr[0, :, 0].to(y.dtype)
         hT[0, 0] = 2 * sr[0, 0].to(hT.dtype)
 
@@ -186,14 +188,15 @@ desc = f"tensordesc<bf16[64, 64],{lay!r}>"
 sig = {name: desc for name in ("x_desc", "b_desc", "c_desc", "y_desc")}
 sig.update({name: "*fp32" for name in ("dec_ptr", "etot_ptr", "D_ptr", "hT_ptr")})
 sig.update({name: "i32" for name in ("T", "H", "G", "NC", "PT")})
-consts = dict(Q=64, P=64, N=64, STAGES=2, HAS_D=True, FACTOR_MIN=2.0 ** -64, W_ROWS=True)
+consts = dict(Q=64, P=64, N=64, STAGES=2, HAS_D=True, FACTOR_MIN=2.0 ** -64, W_ROWS=True,
+              PDL=True)
 sig.update({name: "constexpr" for name in consts})
 tool = os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin", "cuobjdump")
 if not os.path.exists(tool):
     print(json.dumps(None))
     sys.exit()
 k = triton.compile(GluonASTSource(GF.ssd_fwd_gluon_kernel, sig, consts),
-                   target=GPUTarget("cuda", 90, 32), options=dict(num_warps=4))
+                   target=GPUTarget("cuda", 90, 32), options=dict(num_warps=4, launch_pdl=True))
 cubin = os.path.join(os.environ["TRITON_CACHE_DIR"], "k.cubin")
 open(cubin, "wb").write(k.asm["cubin"])
 run = lambda *a: subprocess.run([tool, *a, cubin], capture_output=True, text=True).stdout
@@ -207,7 +210,8 @@ def test_compiles_for_sm90_with_asynchronous_products(compiled_for_sm90, n, prod
     """No stack; the products a chunk (four wgmma each at n = 64; at n = 128 C B^T and C S^T
     as two of K = 64 and the state's update one a half: 7 x 4); waits that leave some of
     them in flight, and no serializing ones; with the pre-pass's factored rows (``W_ROWS``,
-    a forward without autograd) and all of them."""
+    a forward without autograd) and all of them; as a programmatic dependent launch, its
+    wait for the pre-pass (``griddepcontrol.wait``: ACQBULK) before any load."""
     usage, sass = compiled_for_sm90(_COMPILE.replace("N=64, STAGES=2",
                                                      f"N={n}, STAGES={GF.STAGES[n]}")
                                     .replace("W_ROWS=True", f"W_ROWS={w_rows}"))
@@ -216,6 +220,7 @@ def test_compiles_for_sm90_with_asynchronous_products(compiled_for_sm90, n, prod
     assert len(re.findall(r"WARPGROUP\.DEPBAR\.LE gsb0, 0x[1-9]", sass)) >= 2
     # ptxas serializing the products (its C7514) puts a wait after every wgmma
     assert sass.count("WARPGROUP.DEPBAR.LE gsb0, 0x0") < 8
+    assert sass.count("ACQBULK") == 1 and sass.index("ACQBULK") < sass.index("LDG")
 
 
 def test_plan_for_n128_takes_chunks_of_64_where_launched_twice():

@@ -146,7 +146,7 @@ def test_launch_compiles_once_then_launches_directly(launching):
     # the first call through the JIT (descriptors as objects, constants by name), the others
     # through the C launcher (constants in order after the other arguments)
     assert kernel.jit_calls == [((("desc", 128, 64), 5, 64),
-                                 dict(Q=64, HAS_D=True, num_warps=4))]
+                                 dict(Q=64, HAS_D=True, num_warps=4, launch_pdl=False))]
     assert [c[13:] for c in kernel.c_calls] == [(("map", 1), 128, 64, 64, 1, 5, 64, 64, True)] * 2
     # a key per specialization: an argument that 16 no longer divides compiles again
     GL.launch(kernel, (4, 1, 1), ((t, 128, 64),), (5, 63), dict(Q=64, HAS_D=True), dev)

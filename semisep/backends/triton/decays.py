@@ -31,6 +31,11 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
+try:    # programmatic dependent launch (sm_90): Tritons since 3.3; where the Gluon kernels run
+    from triton.language.extra.cuda import gdc_launch_dependents, gdc_wait
+except ImportError:     # an older Triton: no Gluon kernels, and these are never traced
+    gdc_launch_dependents = gdc_wait = None
+
 FACTOR_MIN = tl.constexpr(2.0 ** -64)  # chunks decaying less than this are factored
 CLAMP = 128.0          # |log-decay| beyond which exp(...) is 0 in fp32 anyway
 # the pre-pass's rows (a sweep's PRE, the pre-pass's ROWS): none, all, the factored loop's
@@ -228,7 +233,7 @@ def ssd_decays_kernel(dt_ptr, A_ptr, dtb_ptr, seq_ptr, dec_ptr, etot_ptr, T, H,
                       HAS_DT: tl.constexpr, DT_SOFTPLUS: tl.constexpr, HAS_DTB: tl.constexpr,
                       HAS_SEQ: tl.constexpr, Q: tl.constexpr, CLAMP_C: tl.constexpr,
                       HB: tl.constexpr, GRAD_ROWS: tl.constexpr = True,
-                      ROWS: tl.constexpr = PRE_ALL):
+                      ROWS: tl.constexpr = PRE_ALL, TRIGGER: tl.constexpr = False):
     """The per-position decay data of every chunk, once, for the sweeps: grid (chunks,
     b * H / HB), a program per chunk and block of HB heads (HB divides H), so that each of
     its rows of dt (b, T, H) is read whole.
@@ -238,7 +243,12 @@ def ssd_decays_kernel(dt_ptr, A_ptr, dtb_ptr, seq_ptr, dec_ptr, etot_ptr, T, H,
     then ``exp(-ls)``); then, with ``GRAD_ROWS``, the backward's clamp mask and softplus slope
     (:func:`_grad_row0`). With ``ROWS=PRE_FACTORED`` (no HAS_SEQ, no GRAD_ROWS) only
     ``w = dtv inv`` and ``e_in``, rows 0-1. ``etot`` (1, or 3 with HAS_SEQ, b*h, chunks):
-    ``exp(l_end)``, then ``exp(ls_end)`` and ``min_i exp(ls_i)`` (:func:`_factorable`)."""
+    ``exp(l_end)``, then ``exp(ls_end)`` and ``min_i exp(ls_i)`` (:func:`_factorable`).
+    TRIGGER (sm_90): let a kernel launched after this one as a programmatic dependent launch
+    (the Gluon forward) start once every program here has started; it waits for this one to
+    finish before reading what this one writes."""
+    if TRIGGER:
+        gdc_launch_dependents()
     c = tl.program_id(0)
     pid = tl.program_id(1)
     NC = tl.num_programs(0)

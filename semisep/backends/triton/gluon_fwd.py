@@ -85,6 +85,17 @@ if gluon is not None:
             _tma_load(c_desc, [row, bcol + i * H2], bar, c_s.index(k + i))
 
     @gluon.jit
+    def _after_prior_grid():
+        """Programmatic dependent launch (sm_90): wait until the kernel before this one in the
+        stream (the pre-pass) has finished and its writes are visible, then let the kernel
+        after this one launch (its programs wait for this one the same way). Without the
+        launch attribute both are no-ops."""
+        gl.inline_asm_elementwise("griddepcontrol.wait; // $0", "=r", [], dtype=gl.int32,
+                                  is_pure=False, pack=1)
+        gl.inline_asm_elementwise("griddepcontrol.launch_dependents; // $0", "=r", [],
+                                  dtype=gl.int32, is_pure=False, pack=1)
+
+    @gluon.jit
     def _factorable_g(etot_ptr, bh, NC, FACTOR_MIN: gl.constexpr):
         """Whether every chunk of row ``bh`` of the chunk decays exceeds FACTOR_MIN:
         :func:`.decays._factorable`, whose ``tl.arange`` without a layout Gluon refuses."""
@@ -254,11 +265,15 @@ if gluon is not None:
                              T, H, G, NC, PT,
                              Q: gl.constexpr, P: gl.constexpr, N: gl.constexpr,
                              STAGES: gl.constexpr, HAS_D: gl.constexpr,
-                             FACTOR_MIN: gl.constexpr, W_ROWS: gl.constexpr):
+                             FACTOR_MIN: gl.constexpr, W_ROWS: gl.constexpr,
+                             PDL: gl.constexpr):
         """Grid ``(b * H * PT / P,)``: a program per (b, h, block of P of the PT columns of
         p); x, y as (b T, H PT) and B, C as (b T, G N) tensor descriptors of (Q, P) and (Q, N)
         blocks; ``dec``, ``etot`` the pre-pass's rows (W_ROWS: its ``PRE_FACTORED`` rows);
-        hT (b, H, PT, N) fp32."""
+        hT (b, H, PT, N) fp32. PDL: launched as a programmatic dependent launch
+        (:func:`_after_prior_grid` before the first read of the pre-pass's rows)."""
+        if PDL:
+            _after_prior_grid()
         NPB = PT // P
         pid = gl.program_id(0)
         pb = pid % NPB
@@ -312,15 +327,27 @@ def eligible(x, B, C, D, z, h0, seq_idx, Q, fwd_opts, capability=None) -> bool:
     return _shapes_ok(x, B, D, z, h0, seq_idx, capability)
 
 
-def launch_fwd(x, B, C, D, dec, etot, y, hT, w_rows):
+def pdl() -> bool:
+    """Whether the forward's launches around this kernel are programmatic dependent launches
+    (``SEMISEP_TRITON_PDL=1``; off by default until timed on the H200): the pre-pass lets this kernel launch once its
+    programs have all started, this kernel's programs wait for it to finish
+    (``griddepcontrol.wait``) and let the exact launch after it start, whose programs wait
+    for this one. Each hides a launch's latency and its programs' start behind the tail of
+    the kernel before it. Never under the interpreter, which has no such launch."""
+    return _env("SEMISEP_TRITON_PDL", "0") == "1" and not _interpret()
+
+
+def launch_fwd(x, B, C, D, dec, etot, y, hT, w_rows, pdl=False):
     """Launch :func:`ssd_fwd_gluon_kernel` into ``y`` and ``hT`` (x, B, C contiguous, B and C
     in x's dtype), with a ring of :data:`STAGES` chunks; ``w_rows``: ``dec`` holds the
-    pre-pass's ``PRE_FACTORED`` rows (else all of them)."""
+    pre-pass's ``PRE_FACTORED`` rows (else all of them); ``pdl``: as a programmatic dependent
+    launch (:func:`pdl`)."""
     b, T, h, p = x.shape
     g, n = B.shape[2], B.shape[3]
     rows = b * T
     views = ((x, rows, h * p), (B, rows, g * n), (C, rows, g * n), (y, rows, h * p))
     args = (dec, etot, D if D is not None else hT, hT, T, h, g, T // Q_GLUON, p)
     consts = dict(Q=Q_GLUON, P=64, N=n, STAGES=STAGES[n], HAS_D=D is not None,
-                  FACTOR_MIN=_FACTOR_MIN, W_ROWS=w_rows)
-    launch(ssd_fwd_gluon_kernel, (b * h * (p // 64), 1, 1), views, args, consts, x.device)
+                  FACTOR_MIN=_FACTOR_MIN, W_ROWS=w_rows, PDL=pdl)
+    launch(ssd_fwd_gluon_kernel, (b * h * (p // 64), 1, 1), views, args, consts, x.device,
+           pdl=pdl)

@@ -75,7 +75,7 @@ import triton.language as tl
 
 from .decays import (PRE_FACTORED, PRE_NONE, _decays_all, _dt_grad_factors, _e_ahead,
                      _factorable, _L_tile, _leaving, _lower, _runs, _seg0, _segments,
-                     _softplus)
+                     _softplus, gdc_wait)
 from .gate import _sigmoid
 from .tiles import (_chunk_inputs, _grad_rows, _io_starts, _ld, _load_D, _offsets, _plus_D,
                     _program, _put_grad, _slot, _slot_offset, _st, _start, _state_nt,
@@ -125,6 +125,7 @@ def ssd_fwd_kernel(
     WIDE: tl.constexpr = False, ONE_LAUNCH: tl.constexpr = False,
     EXACT_STAGES: tl.constexpr = 0, SPANS: tl.constexpr = False, STORE_YU: tl.constexpr = False,
     FAST_GATE: tl.constexpr = False, PREFETCH: tl.constexpr = False,
+    PDL_WAIT: tl.constexpr = False,
 ):
     """The forward sweep. With z and ``STORE_YU`` the ungated y (D's term included) goes to
     ``yu`` too, in x's dtype: the backward's dz (``dy y silu'(z)``) takes it rather than
@@ -160,7 +161,13 @@ def ssd_fwd_kernel(
     SPANS: in spans of ``PER`` chunks, the state after each span but the last goes to ``ck``
     (fp32 (b, H, P, N) slots ``SLOT`` elements apart), for the backward's spans
     (:func:`ssd_bwd_fwdsweep_kernel`).
+
+    PDL_WAIT (sm_90): launched as a programmatic dependent launch after the Gluon forward
+    (:mod:`.gluon_fwd`), each program first waits for that kernel to finish (the pre-pass's
+    rows, which this one reads, were visible before that kernel let this one launch).
     """
+    if PDL_WAIT:
+        gdc_wait()
     pid_p, pid_bh, b64, h, grp = _program(H, G)
     n_chunks = tl.cdiv(T, Q)
     factorable = _factorable(etot_ptr, pid_bh, n_chunks, FAST, HAS_SEQ)

@@ -173,21 +173,27 @@ def _fwd(x, dtla, A, B, C, D, z, dt_bias, h0, seq_idx, has_dt, dt_softplus, chun
     # B, C share x's dtype inside the dots
     B, C = _as(B, x.dtype), _as(C, x.dtype)
     d = _dummy(x)
+    # the factored launch in Gluon where it applies (sm_90, bf16, n = 64, ...); with PDL the
+    # pre-pass, the Gluon launch and the exact one overlap each one's launch with the tail of
+    # the one before (programmatic dependent launches, :func:`gluon_fwd.pdl`)
+    glu = gluon_fwd.eligible(x, B, C, D, z, h0, seq_idx, Q, fwd_opts)
+    pdl = glu and gluon_fwd.pdl()
     with _device_ctx(x):
         # the pre-pass first: the outputs are allocated while it runs
-        dec, etot = _pre_decays(pre, dec_opts, dtla, A, dt_bias, seq_idx, Q, d, ak)
+        dec, etot = _pre_decays(pre, _with(dec_opts, TRIGGER=True) if pdl else dec_opts, dtla,
+                                A, dt_bias, seq_idx, Q, d, ak)
         y = torch.empty_like(x)
         hT = torch.empty(b, h, p, n, device=x.device, dtype=torch.float32)
         ckpt = _checkpoints(spans, b, h, p, n, x.device) if checkpoints else None
         yu = torch.empty_like(x) if checkpoints and z is not None else None
         gl = _gram_tiles(B, C, Q, gram_opts, T, ak) if gram_opts is not None else d
-        # the factored launch in Gluon where it applies (sm_90, bf16, n = 64, ...)
-        glu = gluon_fwd.eligible(x, B, C, D, z, h0, seq_idx, Q, fwd_opts)
         for opts in fwd_opts:
             if glu and opts.kwargs["FACTORED"]:
                 gluon_fwd.launch_fwd(x, B, C, D, dec, etot, y, hT,
-                                     dec_opts.kwargs["ROWS"] == PRE_FACTORED)
+                                     dec_opts.kwargs["ROWS"] == PRE_FACTORED, pdl)
                 continue
+            if pdl:
+                opts = _with(opts, PDL_WAIT=True, launch_pdl=True)
             # with one span no checkpoint is written: hT stands in (fp32, as the kernel takes)
             launch(
                 K.ssd_fwd_kernel, grid,
@@ -198,6 +204,21 @@ def _fwd(x, dtla, A, B, C, D, z, dt_bias, h0, seq_idx, has_dt, dt_softplus, chun
                 T, h, g, p, n, per, _slot_size(b, h, p, n), arg_key=ak, opts=opts)
     decays = (Q, dec, etot) if pre and dec_opts.kwargs["GRAD_ROWS"] else None
     return y, hT, decays, ckpt, yu
+
+
+_WITH: dict = {}
+
+
+def _with(opts, **extra):
+    """``opts`` (:class:`.fastlaunch.Options`) with the keyword arguments ``extra`` added,
+    made once."""
+    key = (opts.key, tuple(extra.items()))
+    hit = _WITH.get(key)
+    if hit is None:
+        if len(_WITH) >= MAX_ENTRIES:
+            _WITH.clear()
+        hit = _WITH[key] = Options(**opts.kwargs, **extra)
+    return hit
 
 
 def _gram_tiles(B, C, Q, opts, T, ak):
