@@ -129,12 +129,14 @@ if gluon is not None:
     @gluon.jit
     def _chunks(x_desc, b_desc, c_desc, y_desc, dec_ptr, etot_ptr, hT_ptr, Dv, b, h, grp, pb,
                 bh, BH, T, NC, PT, Q: gl.constexpr, P: gl.constexpr, N: gl.constexpr,
-                STAGES: gl.constexpr, HAS_D: gl.constexpr, W_ROWS: gl.constexpr):
+                STAGES: gl.constexpr, HAS_D: gl.constexpr, W_ROWS: gl.constexpr,
+                LATE_G: gl.constexpr):
         """The loop over the chunks of one program (module docstring). B, C and the state
         ``S^T`` are held in ``HALVES = N / 64`` blocks of 64 columns (at N = 128: a TMA box of
         64 bf16 columns is the 128-byte swizzle's width), so that ``C B^T`` and ``C S^T`` are
         one product of K = 64 per half and the state's update one product per half. W_ROWS:
-        the pre-pass wrote the factored loop's rows only (:data:`.decays.PRE_FACTORED`)."""
+        the pre-pass wrote the factored loop's rows only (:data:`.decays.PRE_FACTORED`).
+        LATE_G: G is masked only once u is stored and ``B^T u`` issued (:func:`late_g`)."""
         mma: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
                                                       instr_shape=[16, P, 16])
         mmaq: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
@@ -227,8 +229,18 @@ if gluon is not None:
             if HALVES == 2:
                 S1 = warpgroup_mma(b1.permute((1, 0)), u_s, S1, is_async=True)
             # in flight: C B^T and C S^T (HALVES groups each), then the state's HALVES
+            if LATE_G:
+                # G times 1 from a row read only now: without this ptxas rounds G to bf16
+                # right after the loads' issue (the mask commutes with the rounding), waiting
+                # there for both products before x is read (SASS, Triton 3.6)
+                e_in = re_s.index(slot).load(gl.SliceLayout(1, mma))
+                one = gl.convert_layout(gl.where(e_in >= 0.0, 1.0, 0.0),
+                                        gl.SliceLayout(1, mmaq))
             Gm = warpgroup_mma_wait(num_outstanding=2 * HALVES, deps=(Gm,))
-            W = gl.convert_layout(gl.where(lower, Gm, 0.0).to(dtype), dotA)
+            if LATE_G:
+                W = gl.convert_layout((gl.where(lower, Gm, 0.0) * one[:, None]).to(dtype), dotA)
+            else:
+                W = gl.convert_layout(gl.where(lower, Gm, 0.0).to(dtype), dotA)
             acc = warpgroup_mma(W, u_s, acc, is_async=True)
             if HALVES == 2:
                 S0, S1 = warpgroup_mma_wait(num_outstanding=1, deps=(S0, S1))
@@ -239,7 +251,8 @@ if gluon is not None:
             S0 = S0 * e_tot
             S_s.index(0).store(S0.to(dtype))
             e_tot = gl.load(etot_ptr + bh * NC + gl.minimum(c + 1, NC - 1))
-            e_in = re_s.index(slot).load(gl.SliceLayout(1, mma))
+            if not LATE_G:
+                e_in = re_s.index(slot).load(gl.SliceLayout(1, mma))
             yv = warpgroup_mma_wait(num_outstanding=0, deps=(acc,))
             yv = yv * e_in[:, None]
             if HAS_D:
@@ -266,12 +279,13 @@ if gluon is not None:
                              Q: gl.constexpr, P: gl.constexpr, N: gl.constexpr,
                              STAGES: gl.constexpr, HAS_D: gl.constexpr,
                              FACTOR_MIN: gl.constexpr, W_ROWS: gl.constexpr,
-                             PDL: gl.constexpr):
+                             PDL: gl.constexpr, LATE_G: gl.constexpr):
         """Grid ``(b * H * PT / P,)``: a program per (b, h, block of P of the PT columns of
         p); x, y as (b T, H PT) and B, C as (b T, G N) tensor descriptors of (Q, P) and (Q, N)
         blocks; ``dec``, ``etot`` the pre-pass's rows (W_ROWS: its ``PRE_FACTORED`` rows);
         hT (b, H, PT, N) fp32. PDL: launched as a programmatic dependent launch
-        (:func:`_after_prior_grid` before the first read of the pre-pass's rows)."""
+        (:func:`_after_prior_grid` before the first read of the pre-pass's rows). LATE_G:
+        :func:`late_g`."""
         if PDL:
             _after_prior_grid()
         NPB = PT // P
@@ -286,7 +300,7 @@ if gluon is not None:
         if _factorable_g(etot_ptr, bh, NC, FACTOR_MIN):
             _chunks(x_desc, b_desc, c_desc, y_desc, dec_ptr, etot_ptr, hT_ptr, Dv, b, h,
                     h // (H // G), pb, bh, gl.num_programs(0) // NPB, T, NC, PT, Q, P, N,
-                    STAGES, HAS_D, W_ROWS)
+                    STAGES, HAS_D, W_ROWS, LATE_G)
 
 
 def switched_on(x, capability=None) -> bool:
@@ -337,6 +351,16 @@ def pdl() -> bool:
     return _env("SEMISEP_TRITON_PDL", "0") == "1" and not _interpret()
 
 
+def late_g() -> bool:
+    """Whether the kernel masks G only after u is stored and ``B^T u`` issued
+    (``SEMISEP_TRITON_LATE_G=1``; off by default until timed on a GPU). Otherwise ptxas
+    rounds G to bf16 as soon as the next chunk's loads are issued, which waits there for both
+    ``C B^T`` and ``C S^T``: x's read and u's store then follow the products instead of
+    running beside them. The cost: 232 registers against 178 at n = 64 (254 against 243 at
+    n = 128; still two CTAs an SM) and a product by 1 of G's entries."""
+    return _env("SEMISEP_TRITON_LATE_G", "0") == "1"
+
+
 def launch_fwd(x, B, C, D, dec, etot, y, hT, w_rows, pdl=False):
     """Launch :func:`ssd_fwd_gluon_kernel` into ``y`` and ``hT`` (x, B, C contiguous, B and C
     in x's dtype), with a ring of :data:`STAGES` chunks; ``w_rows``: ``dec`` holds the
@@ -348,6 +372,6 @@ def launch_fwd(x, B, C, D, dec, etot, y, hT, w_rows, pdl=False):
     views = ((x, rows, h * p), (B, rows, g * n), (C, rows, g * n), (y, rows, h * p))
     args = (dec, etot, D if D is not None else hT, hT, T, h, g, T // Q_GLUON, p)
     consts = dict(Q=Q_GLUON, P=64, N=n, STAGES=STAGES[n], HAS_D=D is not None,
-                  FACTOR_MIN=_FACTOR_MIN, W_ROWS=w_rows, PDL=pdl)
+                  FACTOR_MIN=_FACTOR_MIN, W_ROWS=w_rows, PDL=pdl, LATE_G=late_g())
     launch(ssd_fwd_gluon_kernel, (b * h * (p // 64), 1, 1), views, args, consts, x.device,
            pdl=pdl)
