@@ -9,20 +9,20 @@
 nvidia-smi --query-gpu=name,clocks.max.sm --format=csv,noheader
 V=("base:" "pdl:SEMISEP_TRITON_PDL=1" "lateg:SEMISEP_TRITON_LATE_G=1"
    "both:SEMISEP_TRITON_PDL=1;SEMISEP_TRITON_LATE_G=1")
-SEMISEP_TRITON_PDL=1 SEMISEP_TRITON_LATE_G=1 timeout 150 python3 benchmarks/gpu_ssd.py \
+SEMISEP_TRITON_PDL=1 SEMISEP_TRITON_LATE_G=1 timeout 100 python3 benchmarks/gpu_ssd.py \
     --gluon-checks --skip-bench --out /tmp/keep/gluon > /tmp/keep/gluon.log 2>&1
 grep -E "BAD|crash|Traceback" /tmp/keep/gluon.log | head -10; echo "ok lines: $(grep -c ' ok ' /tmp/keep/gluon.log)"
 timeout 170 python3 benchmarks/gpu_ssd.py --skip-checks --Ns 64 --Ts 4096,16384 --impls fla \
     --repeat 3 --variants "${V[@]}" --out /tmp/keep/ab > /tmp/keep/ab.log 2>&1
 grep -E "^N=| vs " /tmp/keep/ab.log | cut -c1-110
-timeout 60 python3 benchmarks/gpu_ssd.py --skip-checks --Ns 128 --Ts 16384 --repeat 2 \
+timeout 50 python3 benchmarks/gpu_ssd.py --skip-checks --Ns 128 --Ts 16384 --repeat 2 \
     --variants "${V[0]}" "${V[2]}" --out /tmp/keep/ab128 > /tmp/keep/ab128.log 2>&1
 grep -E "^N=| vs " /tmp/keep/ab128.log | cut -c1-110
-timeout 60 python3 benchmarks/gpu_profile.py --Ts 16384 --variants "${V[@]}" \
+timeout 50 python3 benchmarks/gpu_profile.py --Ts 16384 --variants "${V[@]}" \
     > /tmp/keep/prof.log 2>&1; grep -A4 " fwd: " /tmp/keep/prof.log
-timeout 60 python3 benchmarks/probe/check_small128.py > /tmp/keep/check_small128.log 2>&1
+timeout 40 python3 benchmarks/probe/check_small128.py > /tmp/keep/check_small128.log 2>&1
 tail -14 /tmp/keep/check_small128.log
-timeout 90 python3 benchmarks/gpu_ssd.py --skip-checks --Ns 128 --Ts 1024 --impls fla --repeat 3 \
+timeout 70 python3 benchmarks/gpu_ssd.py --skip-checks --Ns 128 --Ts 1024 --impls fla --repeat 3 \
     --host --variants "default:" "nb0s:SEMISEP_TRITON_BWD=NB=0,SPAN=32" --out /tmp/keep/nb0s \
     > /tmp/keep/nb0s.log 2>&1
 grep -E "^N=| vs " /tmp/keep/nb0s.log | cut -c1-134
