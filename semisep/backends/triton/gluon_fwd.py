@@ -13,15 +13,16 @@ beside its own factored launch. Per chunk, with ``u = x dt exp(-l)`` and
 Why: Triton 3.6 makes a ``tl.dot`` asynchronous only where a loop uses its result solely as
 the next iteration's accumulator, so the Triton kernel waits for each of a chunk's four
 products before its next statement. Here ``C B^T`` and ``C S^T`` are issued, u is made and
-stored while they run, ``B^T u`` is issued, G is masked as soon as ``C B^T`` is done, and
-``G u`` runs while the state is updated; x, B and C arrive by TMA into a ring of buffers, the
+stored while they run, ``B^T u`` is issued, G is masked once ``C B^T`` is done
+(:func:`late_g`), and ``G u`` runs while the state is updated; x, B and C arrive by TMA into a ring of buffers, the
 chunk's decay rows by asynchronous copies beside them, and y leaves by TMA; x is read from
 shared memory once, for u and for ``D x``. At n = 128, B, C and the state are held in two
 halves of 64 columns. H200 (benchmarks/NOTES.md, b=8, T=16K, h=32, p=64, bf16): at n = 64
 0.52 against 0.62 ms for the kernel (s19), the forward 0.555 -> 0.50 ms with the pre-pass once
 the rows were read ahead (s23), 0.475 -> 0.442 with the rows in the ring, x read once and a
 ring of 3 (s25), 0.44 -> 0.41 with the pre-pass's two factored rows for a forward that
-autograd does not record (``W_ROWS``, s26-2); at n = 128 the forward 0.954 -> 0.629 ms (s24-1,
+autograd does not record (``W_ROWS``, s26-2), and on an H100 the kernel 0.437 -> 0.429 with G
+masked once u is stored (:func:`late_g`, s32); at n = 128 the forward 0.954 -> 0.629 ms (s24-1,
 against the Triton kernel's chunks of 32 with GRAM).
 
 Where (:func:`eligible`): a CUDA device of compute capability 9.0, bf16, n = 64 or 128 (the
@@ -343,22 +344,26 @@ def eligible(x, B, C, D, z, h0, seq_idx, Q, fwd_opts, capability=None) -> bool:
 
 def pdl() -> bool:
     """Whether the forward's launches around this kernel are programmatic dependent launches
-    (``SEMISEP_TRITON_PDL=1``; off by default until timed on the H200): the pre-pass lets this kernel launch once its
+    (``SEMISEP_TRITON_PDL=1``; off by default): the pre-pass lets this kernel launch once its
     programs have all started, this kernel's programs wait for it to finish
     (``griddepcontrol.wait``) and let the exact launch after it start, whose programs wait
     for this one. Each hides a launch's latency and its programs' start behind the tail of
-    the kernel before it. Never under the interpreter, which has no such launch."""
+    the kernel before it. Never under the interpreter, which has no such launch. Off because
+    it bought nothing where it was meant to (H100, NOTES s32-1, N = 64): the forward at 4K
+    0.123 -> 0.121 ms, at 16K 0.466 -> 0.467, and 0.461 -> 0.469 beside :func:`late_g`."""
     return _env("SEMISEP_TRITON_PDL", "0") == "1" and not _interpret()
 
 
 def late_g() -> bool:
-    """Whether the kernel masks G only after u is stored and ``B^T u`` issued
-    (``SEMISEP_TRITON_LATE_G=1``; off by default until timed on a GPU). Otherwise ptxas
-    rounds G to bf16 as soon as the next chunk's loads are issued, which waits there for both
-    ``C B^T`` and ``C S^T``: x's read and u's store then follow the products instead of
-    running beside them. The cost: 232 registers against 178 at n = 64 (254 against 243 at
-    n = 128; still two CTAs an SM) and a product by 1 of G's entries."""
-    return _env("SEMISEP_TRITON_LATE_G", "0") == "1"
+    """Whether the kernel masks G only after u is stored and ``B^T u`` issued (the default;
+    ``SEMISEP_TRITON_LATE_G=0`` turns it off). Otherwise ptxas rounds G to bf16 as soon as
+    the next chunk's loads are issued, which waits there for both ``C B^T`` and ``C S^T``: x's
+    read and u's store then follow the products instead of running beside them. The cost:
+    232 registers against 178 at n = 64 (254 against 237 at n = 128; still two CTAs an SM)
+    and a product by 1 of G's entries; y is unchanged bit for bit. H100 (benchmarks/NOTES.md
+    s32, b=8, T=16K, h=32, p=64, bf16): the kernel 0.437 -> 0.429 ms at n = 64, the forward
+    0.466 -> 0.461 (a second process: no change), at n = 128 0.576 -> 0.559."""
+    return _env("SEMISEP_TRITON_LATE_G", "1") == "1"
 
 
 def launch_fwd(x, B, C, D, dec, etot, y, hT, w_rows, pdl=False):
