@@ -231,15 +231,15 @@ if gluon is not None:
                 S1 = warpgroup_mma(b1.permute((1, 0)), u_s, S1, is_async=True)
             # in flight: C B^T and C S^T (HALVES groups each), then the state's HALVES
             if LATE_G:
-                # G times 1 from a row read only now: without this ptxas rounds G to bf16
-                # right after the loads' issue (the mask commutes with the rounding), waiting
-                # there for both products before x is read (SASS, Triton 3.6)
+                # G's masked entries set to a 0 made from a row read only now (exp(l) >= 0):
+                # with a constant 0 LLVM rounds G to bf16 before masking, and ptxas does that
+                # right after the loads' issue, waiting there for both products before x is
+                # read (SASS, Triton 3.6)
                 e_in = re_s.index(slot).load(gl.SliceLayout(1, mma))
-                one = gl.convert_layout(gl.where(e_in >= 0.0, 1.0, 0.0),
-                                        gl.SliceLayout(1, mmaq))
+                naught = gl.convert_layout(gl.minimum(e_in, 0.0), gl.SliceLayout(1, mmaq))
             Gm = warpgroup_mma_wait(num_outstanding=2 * HALVES, deps=(Gm,))
             if LATE_G:
-                W = gl.convert_layout((gl.where(lower, Gm, 0.0) * one[:, None]).to(dtype), dotA)
+                W = gl.convert_layout(gl.where(lower, Gm, naught[:, None]).to(dtype), dotA)
             else:
                 W = gl.convert_layout(gl.where(lower, Gm, 0.0).to(dtype), dotA)
             acc = warpgroup_mma(W, u_s, acc, is_async=True)
@@ -359,9 +359,10 @@ def late_g() -> bool:
     ``SEMISEP_TRITON_LATE_G=0`` turns it off). Otherwise ptxas rounds G to bf16 as soon as
     the next chunk's loads are issued, which waits there for both ``C B^T`` and ``C S^T``: x's
     read and u's store then follow the products instead of running beside them. The cost:
-    232 registers against 178 at n = 64 (254 against 237 at n = 128; still two CTAs an SM)
-    and a product by 1 of G's entries; y is unchanged bit for bit. H100 (benchmarks/NOTES.md
-    s32, b=8, T=16K, h=32, p=64, bf16): the kernel 0.437 -> 0.429 ms at n = 64, the forward
+    232 registers against 178 at n = 64 (239 against 237 at n = 128; still two CTAs an SM);
+    y is unchanged bit for bit. H100 (benchmarks/NOTES.md s32, b=8, T=16K, h=32, p=64,
+    bf16), with G multiplied by a 1 read as late (32 products a chunk more than the late 0
+    here, 254 registers at n = 128): the kernel 0.437 -> 0.429 ms at n = 64, the forward
     0.466 -> 0.461 (a second process: no change), at n = 128 0.576 -> 0.559."""
     return _env("SEMISEP_TRITON_LATE_G", "1") == "1"
 
