@@ -42,6 +42,7 @@ from __future__ import annotations
 import torch
 
 from .config import _env, _interpret
+from .decays import gdc_launch_dependents, gdc_wait
 from .gluon_launch import capability as device_capability
 from .gluon_launch import launch
 
@@ -84,17 +85,6 @@ if gluon is not None:
         for i in gl.static_range(HALVES):
             _tma_load(b_desc, [row, bcol + i * H2], bar, b_s.index(k + i))
             _tma_load(c_desc, [row, bcol + i * H2], bar, c_s.index(k + i))
-
-    @gluon.jit
-    def _after_prior_grid():
-        """Programmatic dependent launch (sm_90): wait until the kernel before this one in the
-        stream (the pre-pass) has finished and its writes are visible, then let the kernel
-        after this one launch (its programs wait for this one the same way). Without the
-        launch attribute both are no-ops."""
-        gl.inline_asm_elementwise("griddepcontrol.wait; // $0", "=r", [], dtype=gl.int32,
-                                  is_pure=False, pack=1)
-        gl.inline_asm_elementwise("griddepcontrol.launch_dependents; // $0", "=r", [],
-                                  dtype=gl.int32, is_pure=False, pack=1)
 
     @gluon.jit
     def _factorable_g(etot_ptr, bh, NC, FACTOR_MIN: gl.constexpr):
@@ -284,11 +274,13 @@ if gluon is not None:
         """Grid ``(b * H * PT / P,)``: a program per (b, h, block of P of the PT columns of
         p); x, y as (b T, H PT) and B, C as (b T, G N) tensor descriptors of (Q, P) and (Q, N)
         blocks; ``dec``, ``etot`` the pre-pass's rows (W_ROWS: its ``PRE_FACTORED`` rows);
-        hT (b, H, PT, N) fp32. PDL: launched as a programmatic dependent launch
-        (:func:`_after_prior_grid` before the first read of the pre-pass's rows). LATE_G:
+        hT (b, H, PT, N) fp32. PDL: launched as a programmatic dependent launch (:func:`pdl`):
+        wait for the pre-pass to finish before reading its rows, then let the exact launch
+        after this one start (both no-ops without the launch attribute). LATE_G:
         :func:`late_g`."""
         if PDL:
-            _after_prior_grid()
+            gdc_wait()
+            gdc_launch_dependents()
         NPB = PT // P
         pid = gl.program_id(0)
         pb = pid % NPB
@@ -349,8 +341,9 @@ def pdl() -> bool:
     (``griddepcontrol.wait``) and let the exact launch after it start, whose programs wait
     for this one. Each hides a launch's latency and its programs' start behind the tail of
     the kernel before it. Never under the interpreter, which has no such launch. Off because
-    it bought nothing where it was meant to (H100, NOTES s32-1, N = 64): the forward at 4K
-    0.123 -> 0.121 ms, at 16K 0.466 -> 0.467, and 0.461 -> 0.469 beside :func:`late_g`."""
+    it bought nothing where it was meant to (H100, NOTES s32-1, N = 64, medians of three):
+    the forward at 4K 0.124 -> 0.121 ms, at 16K 0.465 -> 0.468, and 0.460 -> 0.469 beside
+    :func:`late_g`."""
     return _env("SEMISEP_TRITON_PDL", "0") == "1" and not _interpret()
 
 
@@ -363,7 +356,8 @@ def late_g() -> bool:
     y is unchanged bit for bit. H100 (benchmarks/NOTES.md s32, b=8, T=16K, h=32, p=64,
     bf16), with G multiplied by a 1 read as late (32 products a chunk more than the late 0
     here, 254 registers at n = 128): the kernel 0.437 -> 0.429 ms at n = 64, the forward
-    0.466 -> 0.461 (a second process: no change), at n = 128 0.576 -> 0.559."""
+    0.465 -> 0.460 (medians of three; a second process: 0.466 -> 0.468 / 0.482), at n = 128
+    0.576 -> 0.559 (once)."""
     return _env("SEMISEP_TRITON_LATE_G", "1") == "1"
 
 
