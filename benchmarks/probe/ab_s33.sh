@@ -1,0 +1,17 @@
+#!/bin/bash
+# s33's second call (benchmarks/NOTES.md, s33): the N = 128 1K-2K plans that keep the peak
+# under mamba_ssm's (nb0h: the whole state in two spans of chunks of 32; nb0q: in one span of
+# chunks of 64, 4 launches a fwd+bwd) beside the default and fla, five timings a cell; then
+# the n = 128 one-launch check against float64, in the default plan and in nb0q's.
+# Run: bash benchmarks/device_run.sh "bash benchmarks/probe/ab_s33.sh" (carry [".whl"]).
+nvidia-smi --query-gpu=name,clocks.max.sm --format=csv,noheader
+timeout 330 python3 benchmarks/gpu_ssd.py --skip-checks --Ns 128 --Ts 1024,2048 \
+    --impls fla --repeat 5 --host --variants "default:" \
+    "nb0h:SEMISEP_TRITON_BWD=NB=0,SPAN=16" "nb0q:SEMISEP_TRITON_BWD=NB=0,Q=64,SPAN=16" \
+    --out /tmp/keep/nb0 > /tmp/keep/nb0.log 2>&1
+grep -E "^N=| vs " /tmp/keep/nb0.log | cut -c1-134
+timeout 100 python3 benchmarks/probe/check_small128.py > /tmp/keep/check_small128.log 2>&1
+tail -14 /tmp/keep/check_small128.log
+SEMISEP_TRITON_BWD=NB=0,Q=64,SPAN=16 timeout 60 python3 benchmarks/probe/check_small128.py \
+    > /tmp/keep/check_small128_nb0q.log 2>&1
+tail -14 /tmp/keep/check_small128_nb0q.log
