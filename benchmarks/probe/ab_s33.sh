@@ -2,9 +2,17 @@
 # s33's second call (benchmarks/NOTES.md, s33): the N = 128 1K-2K plans that keep the peak
 # under mamba_ssm's (nb0h: the whole state in two spans of chunks of 32; nb0q: in one span of
 # chunks of 64, 4 launches a fwd+bwd) beside the default and fla, five timings a cell; then
-# the n = 128 one-launch check against float64, in the default plan and in nb0q's.
+# the n = 128 one-launch check against float64, in the default plan and in nb0q's. On an
+# H200, the N = 64 16K forward (LATE_G on and off) before them.
 # Run: bash benchmarks/device_run.sh "bash benchmarks/probe/ab_s33.sh" (carry [".whl"]).
 nvidia-smi --query-gpu=name,clocks.max.sm --format=csv,noheader
+if nvidia-smi --query-gpu=name --format=csv,noheader | grep -q H200; then
+  # on an H200 first: the issue's 16K forward target (<= 0.40 ms), LATE_G on / off
+  timeout 120 python3 benchmarks/gpu_ssd.py --skip-checks --Ns 64 --Ts 16384 --impls "" \
+      --repeat 3 --variants "lateg:" "early:SEMISEP_TRITON_LATE_G=0" --out /tmp/keep/f16k \
+      > /tmp/keep/f16k.log 2>&1
+  grep -E "^N=| vs " /tmp/keep/f16k.log | cut -c1-110
+fi
 timeout 330 python3 benchmarks/gpu_ssd.py --skip-checks --Ns 128 --Ts 1024,2048 \
     --impls fla --repeat 5 --host --variants "default:" \
     "nb0h:SEMISEP_TRITON_BWD=NB=0,SPAN=16" "nb0q:SEMISEP_TRITON_BWD=NB=0,Q=64,SPAN=16" \
