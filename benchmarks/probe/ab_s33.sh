@@ -13,13 +13,13 @@ if nvidia-smi --query-gpu=name --format=csv,noheader | grep -q H200; then
       > /tmp/keep/f16k.log 2>&1
   grep -E "^N=| vs " /tmp/keep/f16k.log | cut -c1-110
 fi
-timeout 330 python3 benchmarks/gpu_ssd.py --skip-checks --Ns 128 --Ts 1024,2048 \
+timeout 300 python3 benchmarks/gpu_ssd.py --skip-checks --Ns 128 --Ts 1024,2048 \
     --impls fla --repeat 5 --host --variants "default:" \
     "nb0h:SEMISEP_TRITON_BWD=NB=0,SPAN=16" "nb0q:SEMISEP_TRITON_BWD=NB=0,Q=64,SPAN=16" \
     --out /tmp/keep/nb0 > /tmp/keep/nb0.log 2>&1
 grep -E "^N=| vs " /tmp/keep/nb0.log | cut -c1-134
-timeout 100 python3 benchmarks/probe/check_small128.py > /tmp/keep/check_small128.log 2>&1
+timeout 90 python3 benchmarks/probe/check_small128.py > /tmp/keep/check_small128.log 2>&1
 tail -14 /tmp/keep/check_small128.log
-SEMISEP_TRITON_BWD=NB=0,Q=64,SPAN=16 timeout 60 python3 benchmarks/probe/check_small128.py \
+SEMISEP_TRITON_BWD=NB=0,Q=64,SPAN=16 timeout 50 python3 benchmarks/probe/check_small128.py \
     > /tmp/keep/check_small128_nb0q.log 2>&1
 tail -14 /tmp/keep/check_small128_nb0q.log
