@@ -1,25 +1,30 @@
 #!/bin/bash
-# s33's second call (benchmarks/NOTES.md, s33): the N = 128 1K-2K plans that keep the peak
-# under mamba_ssm's (nb0h: the whole state in two spans of chunks of 32; nb0q: in one span of
-# chunks of 64, 4 launches a fwd+bwd) beside the default and fla, five timings a cell; then
-# the n = 128 one-launch check against float64, in the default plan and in nb0q's. On an
-# H200, the N = 64 16K forward (LATE_G on and off) before them.
+# s33's second call (benchmarks/NOTES.md, s33). The card; the decay pre-pass with 1, 2, 4, 8
+# chunks a program (SEMISEP_TRITON_PRE_CHUNKS; its kernel times at N = 64 16K); on an H200
+# the issue's 16K forward (<= 0.40 ms) with LATE_G on / off and with 4 chunks a pre-pass
+# program; the N = 128 1K-2K plans that keep the peak under mamba_ssm's (nb0h: the whole
+# state in two spans of chunks of 32; nb0q: in one span of chunks of 64, 4 launches a
+# fwd+bwd) beside the default and fla, five timings a cell; the n = 128 one-launch check
+# against float64 in the default plan and in nb0q's.
 # Run: bash benchmarks/device_run.sh "bash benchmarks/probe/ab_s33.sh" (carry [".whl"]).
 nvidia-smi --query-gpu=name,clocks.max.sm --format=csv,noheader
+timeout 60 python3 benchmarks/gpu_profile.py --Ts 16384 --variants "cpp1:" \
+    "cpp2:SEMISEP_TRITON_PRE_CHUNKS=2" "cpp4:SEMISEP_TRITON_PRE_CHUNKS=4" \
+    "cpp8:SEMISEP_TRITON_PRE_CHUNKS=8" > /tmp/keep/prof.log 2>&1
+grep -E "device|decays" /tmp/keep/prof.log
 if nvidia-smi --query-gpu=name --format=csv,noheader | grep -q H200; then
-  # on an H200 first: the issue's 16K forward target (<= 0.40 ms), LATE_G on / off
-  timeout 120 python3 benchmarks/gpu_ssd.py --skip-checks --Ns 64 --Ts 16384 --impls "" \
-      --repeat 3 --variants "lateg:" "early:SEMISEP_TRITON_LATE_G=0" --out /tmp/keep/f16k \
-      > /tmp/keep/f16k.log 2>&1
+  timeout 100 python3 benchmarks/gpu_ssd.py --skip-checks --Ns 64 --Ts 16384 --impls "" \
+      --repeat 3 --variants "lateg:" "early:SEMISEP_TRITON_LATE_G=0" \
+      "cpp4:SEMISEP_TRITON_PRE_CHUNKS=4" --out /tmp/keep/f16k > /tmp/keep/f16k.log 2>&1
   grep -E "^N=| vs " /tmp/keep/f16k.log | cut -c1-110
 fi
-timeout 300 python3 benchmarks/gpu_ssd.py --skip-checks --Ns 128 --Ts 1024,2048 \
+timeout 280 python3 benchmarks/gpu_ssd.py --skip-checks --Ns 128 --Ts 1024,2048 \
     --impls fla --repeat 5 --host --variants "default:" \
     "nb0h:SEMISEP_TRITON_BWD=NB=0,SPAN=16" "nb0q:SEMISEP_TRITON_BWD=NB=0,Q=64,SPAN=16" \
     --out /tmp/keep/nb0 > /tmp/keep/nb0.log 2>&1
 grep -E "^N=| vs " /tmp/keep/nb0.log | cut -c1-134
-timeout 90 python3 benchmarks/probe/check_small128.py > /tmp/keep/check_small128.log 2>&1
+timeout 70 python3 benchmarks/probe/check_small128.py > /tmp/keep/check_small128.log 2>&1
 tail -14 /tmp/keep/check_small128.log
-SEMISEP_TRITON_BWD=NB=0,Q=64,SPAN=16 timeout 50 python3 benchmarks/probe/check_small128.py \
+SEMISEP_TRITON_BWD=NB=0,Q=64,SPAN=16 timeout 45 python3 benchmarks/probe/check_small128.py \
     > /tmp/keep/check_small128_nb0q.log 2>&1
 tail -14 /tmp/keep/check_small128_nb0q.log
