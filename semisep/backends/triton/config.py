@@ -73,7 +73,8 @@ def _interpret() -> bool:
     return _env("TRITON_INTERPRET", "0") == "1"
 
 
-def pick_config(p: int, n: int, chunk_size: Optional[int], dtype, kind: str = "fwd") -> dict:
+def pick_config(p: int, n: int, chunk_size: Optional[int], dtype, kind: str = "fwd",
+                whole: bool = False) -> dict:
     """Block sizes and launch options for one call (``kind``: fwd, bwd).
 
     Defaults from the H200 runs in benchmarks/NOTES.md: 4 warps; chunks of 64 for n <= 64
@@ -88,14 +89,31 @@ def pick_config(p: int, n: int, chunk_size: Optional[int], dtype, kind: str = "f
     backward forward sweep's chunk decays loaded a chunk ahead, with the pre-pass) and
     ``EXACT_STAGES`` (the exact loop's
     pipeline stages, e.g. ``1`` beside a one-launch kernel's factored loop,
-    :func:`kernels._stages`). The launchers call it when they build a launch
-    plan (:func:`.launch._plan`), not per call.
+    :func:`kernels._stages`). ``whole`` (:func:`whole_state`): the backward of a small call
+    at 64 < n <= 128 in one pass over the state's columns, one span, chunks of 64. The
+    launchers call it when they build a launch plan (:func:`.launch._plan`), not per call.
     """
     variable = "SEMISEP_TRITON_FWD" if kind == "fwd" else "SEMISEP_TRITON_BWD"
-    return _overridden(_default_config(p, n, chunk_size, kind), variable)
+    return _overridden(_default_config(p, n, chunk_size, kind, whole), variable)
 
 
-def _default_config(p: int, n: int, chunk_size: Optional[int], kind: str) -> dict:
+def whole_state(b: int, T: int, h: int, n: int, chunk_size: Optional[int]) -> bool:
+    """Whether a call's backward runs its whole state at once (``whole`` in
+    :func:`pick_config`): at 64 < n <= 128 with the default chunks, for a call of
+    ``b * h * T * BN`` up to ``ONE_LAUNCH_AT_MOST``, where the host sets the pace.
+
+    One pass over the state's columns in one span of chunks of 64, the forward's: the decay
+    pre-pass, the forward and one launch of each sweep, 4 launches a fwd+bwd against 6 in
+    two blocks of 64 (:func:`state_block`). Its stored states hold twice x's elements (above
+    :func:`span_steps`'s 1.5), and its sweeps spill at n = 128 (592 / 472 B, Triton 3.6 for
+    sm_90), which such calls' device time absorbs. Measured in benchmarks/NOTES.md (s33).
+    """
+    return (chunk_size is None and 64 < n <= 128
+            and b * h * T * _pow2(n) <= ONE_LAUNCH_AT_MOST)
+
+
+def _default_config(p: int, n: int, chunk_size: Optional[int], kind: str,
+                    whole: bool = False) -> dict:
     BN = max(16, _pow2(n))
     BP = max(16, min(64, _pow2(p)))
     if chunk_size is not None:
@@ -115,12 +133,15 @@ def _default_config(p: int, n: int, chunk_size: Optional[int], kind: str) -> dic
         # the reverse sweep's e_in on C where C's tile is not the larger (s7-2: 1.80 -> 1.78 ms
         # at N = 64; 4.33 -> 6.06 ms at N = 128, whose C tiles are 32 x 128)
         cfg.update(num_stages=2, fwd_sweep_stages=3, E_ON_C=int(BN <= BP))
-        # the state's columns in blocks of 64 above 64 (state_block)
+        # the state's columns in blocks of 64 above 64 (state_block); a small call's whole
+        # state at once (whole_state)
         cfg.update(NB=64 if BN > 64 else 0)
+        if whole:
+            cfg.update(Q=64, NB=0, ONE_SPAN=1)
     return cfg
 
 
-def state_block(p: int, n: int, chunk_size: Optional[int], dtype) -> int:
+def state_block(p: int, n: int, chunk_size: Optional[int], dtype, whole: bool = False) -> int:
     """The width of the blocks of the state's n columns that the backward runs one after
     another (n: one block).
 
@@ -134,13 +155,14 @@ def state_block(p: int, n: int, chunk_size: Optional[int], dtype) -> int:
     two n = 64 backwards, which redo the intra-chunk products with x and dy but take 24 %
     less time than one n = 128 backward in spans (H200 at T = 16K: 6.26 ms against 8.29;
     fwd+bwd 7.22 against 9.25, s14-2 against s13-3). ``NB`` in ``SEMISEP_TRITON_BWD`` sets
-    the width (experiments, tests; 0: one block).
+    the width (experiments, tests; 0: one block). ``whole``: :func:`whole_state`.
     """
-    nb = pick_config(p, n, chunk_size, dtype, "bwd").get("NB", 0)
+    nb = pick_config(p, n, chunk_size, dtype, "bwd", whole).get("NB", 0)
     return n if (nb <= 0 or nb >= n) else nb
 
 
-def span_steps(T: int, p: int, n: int, chunk_size: Optional[int], dtype) -> Optional[int]:
+def span_steps(T: int, p: int, n: int, chunk_size: Optional[int], dtype,
+               whole: bool = False) -> Optional[int]:
     """The steps of each span the backward runs in (None: the whole call is one).
 
     The backward stores the state entering each of its chunks for the reverse sweep, p x n
@@ -155,10 +177,12 @@ def span_steps(T: int, p: int, n: int, chunk_size: Optional[int], dtype) -> Opti
     state's columns where it runs in blocks (:func:`state_block`: n = 64 blocks, one span by
     default). Spans are whole chunks of the forward's and of the backward's. ``SPAN`` in
     ``SEMISEP_TRITON_BWD`` sets the backward's chunks per span (experiments, tests).
-    ``chunk_size`` None or -1: the default.
+    ``chunk_size`` None or -1: the default. ``whole`` (:func:`whole_state`): one span.
     """
     chunk = chunk_size if chunk_size and chunk_size > 0 else None
-    cfg = pick_config(p, n, chunk, dtype, "bwd")
+    cfg = pick_config(p, n, chunk, dtype, "bwd", whole)
+    if cfg.get("ONE_SPAN") and not cfg.get("SPAN"):
+        return None
     Qb, Qf = cfg["Q"], pick_config(p, n, chunk, dtype, "fwd")["Q"]
     per = cfg.get("SPAN") or max(1, 3 * _cdiv(T, Qb) * Qb // (2 * max(n, 1)))
     steps = _cdiv(per * Qb, Qf) * Qf

@@ -12,7 +12,7 @@ from . import gluon_bwd, gluon_fwd
 from . import kernels as K
 from .config import (_cdiv, _even, _factor, _fast, _gram, _launch_opts, _launches, _pre,
                      _prec, _wide, knobs, pick_config, prepass_chunks, span_steps,
-                     state_block)
+                     state_block, whole_state)
 from .decays import CLAMP, PRE_ALL, PRE_FACTORED, PRE_NONE, ssd_decays_kernel
 from .fastlaunch import MAX_ENTRIES, Options, arg_key, launch
 from .gate import BLOCK, fast_sigmoid, gate_options, ssd_gate_bwd_kernel
@@ -73,10 +73,13 @@ def _fwd_plan(b, T, h, p, g, n, dtype, has_dt, dt_softplus, has_dtb, D_dim, has_
     cfg = pick_config(p, n, None if chunk_size < 0 else chunk_size, dtype, "fwd")
     pre = _pre("fwd")
     fast = _fast(dtype, pre)
-    nb = _block(p, n, chunk_size, dtype)
+    whole = _whole(b, T, h, n, chunk_size)
+    nb = _block(p, n, chunk_size, dtype, whole)
     # the decay arrays serve the backward where it runs chunks of Q too; its blocks of the
-    # state's columns at n > 64 run chunks of 64, the forward's default there is 32
-    bwd_Q = pick_config(p, nb, None if chunk_size < 0 else chunk_size, dtype, "bwd")["Q"]
+    # state's columns at n > 64 (or its whole state in a small call) run chunks of 64, the
+    # forward's default there is 32
+    bwd_Q = pick_config(p, nb, None if chunk_size < 0 else chunk_size, dtype, "bwd",
+                        whole)["Q"]
     launches = _launches(fast, b * h * T * cfg["BN"])
     # chunks of 64 without GRAM: for the Gluon kernel (two launches), and for a call small
     # enough for one launch holding both loops, recorded for a backward in chunks of 64,
@@ -98,7 +101,8 @@ def _fwd_plan(b, T, h, p, g, n, dtype, has_dt, dt_softplus, has_dtb, D_dim, has_
     gram_opts = Options(Q=Q, BN=cfg["BN"], PREC=_prec(dtype),
                         **_launch_opts(dict(cfg, num_stages=1))) if gram else None
     nc = _cdiv(T, Q)
-    per, spans = _spans(T, Q, p, nb, chunk_size, dtype) if checkpoints else (max(nc, 1), 1)
+    per, spans = (_spans(T, Q, p, nb, chunk_size, dtype, whole) if checkpoints
+                  else (max(nc, 1), 1))
     fwd_opts = [Options(
         **flags, HAS_D=D_dim is not None, D_PER_P=D_dim == 2, HAS_Z=has_z, HAS_H0=has_h0,
         HAS_SEQ=has_seq, STORE_HT=True, Q=Q, BP=cfg["BP"], BN=cfg["BN"], PREC=_prec(dtype),
@@ -113,16 +117,21 @@ def _fwd_plan(b, T, h, p, g, n, dtype, has_dt, dt_softplus, has_dtb, D_dim, has_
     return Q, (_cdiv(p, cfg["BP"]), b * h), pre, dec_opts, gram_opts, fwd_opts, spans, per
 
 
-def _block(p, n, chunk_size, dtype):
+def _whole(b, T, h, n, chunk_size):
+    """:func:`.config.whole_state` for an op's ``chunk_size`` (-1: the default)."""
+    return whole_state(b, T, h, n, None if chunk_size < 0 else chunk_size)
+
+
+def _block(p, n, chunk_size, dtype, whole=False):
     """:func:`.config.state_block` for an op's ``chunk_size`` (-1: the default)."""
-    return state_block(p, n, None if chunk_size < 0 else chunk_size, dtype)
+    return state_block(p, n, None if chunk_size < 0 else chunk_size, dtype, whole)
 
 
-def _spans(T, Q, p, n, chunk_size, dtype):
+def _spans(T, Q, p, n, chunk_size, dtype, whole=False):
     """``(chunks per span, spans)`` of a backward in chunks of Q (:func:`.config.span_steps`;
     one span of at least one chunk where it needs none)."""
     nc = max(_cdiv(T, Q), 1)
-    steps = span_steps(T, p, n, chunk_size, dtype)
+    steps = span_steps(T, p, n, chunk_size, dtype, whole)
     per = nc if steps is None else steps // Q
     return per, _cdiv(nc, per)
 
@@ -138,8 +147,9 @@ def _checkpoints_shape(b, T, h, p, n, chunk_size, dtype):
     """The shape of :func:`_fwd`'s checkpoints (for the op's fake tensors)."""
     if T == 0:
         return (0, 0)
-    nb = _block(p, n, chunk_size, dtype)
-    return (_spans(T, 1, p, nb, chunk_size, dtype)[1] - 1, _slot_size(b, h, p, n))
+    whole = _whole(b, T, h, n, chunk_size)
+    nb = _block(p, n, chunk_size, dtype, whole)
+    return (_spans(T, 1, p, nb, chunk_size, dtype, whole)[1] - 1, _slot_size(b, h, p, n))
 
 
 def _slot_size(b, h, p, n):
@@ -285,13 +295,14 @@ def _bwd_plan(b, T, h, p, g, n, dtype, has_dt, dt_softplus, has_dtb, D_dim, has_
     block; ``SPANNED`` where there is more than one), last span first. D's terms go with the
     first block; the reverse sweeps of the others add their dx to the first's (``ACC_DX``).
     The sweeps know no z (:mod:`.gate` makes their dy)."""
-    nb = _block(p, n, chunk_size, dtype)
-    cfg = pick_config(p, nb, None if chunk_size < 0 else chunk_size, dtype, "bwd")
+    whole = _whole(b, T, h, n, chunk_size)
+    nb = _block(p, n, chunk_size, dtype, whole)
+    cfg = pick_config(p, nb, None if chunk_size < 0 else chunk_size, dtype, "bwd", whole)
     Q, BP = cfg["Q"], cfg["BP"]
     pre = _pre("bwd")
     fast = _fast(dtype, pre)
     kinds = _launches(fast, b * h * T * cfg["BN"])
-    per, spans = _spans(T, Q, p, nb, chunk_size, dtype)
+    per, spans = _spans(T, Q, p, nb, chunk_size, dtype, whole)
     head = dict(HAS_DT=has_dt, DT_SOFTPLUS=dt_softplus, HAS_DTB=has_dtb)
     dec_opts = _dec_options(head, has_seq, Q, True, h)
     blocks = []
