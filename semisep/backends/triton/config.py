@@ -89,26 +89,36 @@ def pick_config(p: int, n: int, chunk_size: Optional[int], dtype, kind: str = "f
     backward forward sweep's chunk decays loaded a chunk ahead, with the pre-pass) and
     ``EXACT_STAGES`` (the exact loop's
     pipeline stages, e.g. ``1`` beside a one-launch kernel's factored loop,
-    :func:`kernels._stages`). ``whole`` (:func:`whole_state`): the backward of a small call
-    at 64 < n <= 128 in one pass over the state's columns, one span, chunks of 64. The
+    :func:`kernels._stages`). ``whole`` (:func:`whole_state`): the backward of a small
+    16-bit call at 64 < n <= 128 in one pass over the state's columns, one span, chunks of
+    64. The
     launchers call it when they build a launch plan (:func:`.launch._plan`), not per call.
     """
     variable = "SEMISEP_TRITON_FWD" if kind == "fwd" else "SEMISEP_TRITON_BWD"
     return _overridden(_default_config(p, n, chunk_size, kind, whole), variable)
 
 
-def whole_state(b: int, T: int, h: int, n: int, chunk_size: Optional[int]) -> bool:
+# the input dtypes whose n = 128 sweeps in chunks of 64 fit an SM's shared memory (fp32:
+# 246784 B for the forward sweep, 246276 B for the reverse sweep, over sm_90's 232448 B;
+# bf16 / fp16 148480 / 107012 B; Triton 3.6, benchmarks/aot_check.py)
+WHOLE_DTYPES = (torch.bfloat16, torch.float16)
+
+
+def whole_state(b: int, T: int, h: int, n: int, chunk_size: Optional[int], dtype) -> bool:
     """Whether a call's backward runs its whole state at once (``whole`` in
-    :func:`pick_config`): at 64 < n <= 128 with the default chunks, for a call of
-    ``b * h * T * BN`` up to ``ONE_LAUNCH_AT_MOST``, where the host sets the pace.
+    :func:`pick_config`): at 64 < n <= 128 with the default chunks and 16-bit inputs
+    (:data:`WHOLE_DTYPES`), for a call of ``b * h * T * BN`` up to ``ONE_LAUNCH_AT_MOST``,
+    where the host sets the pace.
 
     One pass over the state's columns in one span of chunks of 64, the forward's: the decay
     pre-pass, the forward and one launch of each sweep, 4 launches a fwd+bwd against 6 in
     two blocks of 64 (:func:`state_block`). Its stored states hold twice x's elements (above
-    :func:`span_steps`'s 1.5), and its sweeps spill at n = 128 (592 / 472 B, Triton 3.6 for
-    sm_90), which such calls' device time absorbs. Measured in benchmarks/NOTES.md (s33).
+    :func:`span_steps`'s 1.5: at N = 128, T = 1K a peak of 146 MB against 115 in blocks and
+    mamba_ssm's 172), and its sweeps spill at n = 128 (640 / 472 B of stack, Triton 3.6 for
+    sm_90), which such calls' device time absorbs: H100 s33, N = 128 1K fwd+bwd medians
+    0.90 ms against 1.18 in blocks (fla's fused_chunk 1.30), benchmarks/NOTES.md.
     """
-    return (chunk_size is None and 64 < n <= 128
+    return (chunk_size is None and 64 < n <= 128 and dtype in WHOLE_DTYPES
             and b * h * T * _pow2(n) <= ONE_LAUNCH_AT_MOST)
 
 

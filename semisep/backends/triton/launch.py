@@ -73,7 +73,7 @@ def _fwd_plan(b, T, h, p, g, n, dtype, has_dt, dt_softplus, has_dtb, D_dim, has_
     cfg = pick_config(p, n, None if chunk_size < 0 else chunk_size, dtype, "fwd")
     pre = _pre("fwd")
     fast = _fast(dtype, pre)
-    whole = _whole(b, T, h, n, chunk_size)
+    whole = _whole(b, T, h, n, chunk_size, dtype)
     nb = _block(p, n, chunk_size, dtype, whole)
     # the decay arrays serve the backward where it runs chunks of Q too; its blocks of the
     # state's columns at n > 64 (or its whole state in a small call) run chunks of 64, the
@@ -117,9 +117,9 @@ def _fwd_plan(b, T, h, p, g, n, dtype, has_dt, dt_softplus, has_dtb, D_dim, has_
     return Q, (_cdiv(p, cfg["BP"]), b * h), pre, dec_opts, gram_opts, fwd_opts, spans, per
 
 
-def _whole(b, T, h, n, chunk_size):
+def _whole(b, T, h, n, chunk_size, dtype):
     """:func:`.config.whole_state` for an op's ``chunk_size`` (-1: the default)."""
-    return whole_state(b, T, h, n, None if chunk_size < 0 else chunk_size)
+    return whole_state(b, T, h, n, None if chunk_size < 0 else chunk_size, dtype)
 
 
 def _block(p, n, chunk_size, dtype, whole=False):
@@ -147,7 +147,7 @@ def _checkpoints_shape(b, T, h, p, n, chunk_size, dtype):
     """The shape of :func:`_fwd`'s checkpoints (for the op's fake tensors)."""
     if T == 0:
         return (0, 0)
-    whole = _whole(b, T, h, n, chunk_size)
+    whole = _whole(b, T, h, n, chunk_size, dtype)
     nb = _block(p, n, chunk_size, dtype, whole)
     return (_spans(T, 1, p, nb, chunk_size, dtype, whole)[1] - 1, _slot_size(b, h, p, n))
 
@@ -295,7 +295,7 @@ def _bwd_plan(b, T, h, p, g, n, dtype, has_dt, dt_softplus, has_dtb, D_dim, has_
     block; ``SPANNED`` where there is more than one), last span first. D's terms go with the
     first block; the reverse sweeps of the others add their dx to the first's (``ACC_DX``).
     The sweeps know no z (:mod:`.gate` makes their dy)."""
-    whole = _whole(b, T, h, n, chunk_size)
+    whole = _whole(b, T, h, n, chunk_size, dtype)
     nb = _block(p, n, chunk_size, dtype, whole)
     cfg = pick_config(p, nb, None if chunk_size < 0 else chunk_size, dtype, "bwd", whole)
     Q, BP = cfg["Q"], cfg["BP"]
