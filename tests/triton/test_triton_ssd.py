@@ -172,41 +172,6 @@ def test_backward_all_inputs(monkeypatch, pre, deterministic, T, p, bp, even, D_
         assert rel(a, w) < 2e-5, nm
 
 
-@pytest.mark.parametrize("cpp", [2, 3])
-def test_prepass_chunks_per_program(monkeypatch, cpp):
-    # the decay pre-pass running several chunks a program (SEMISEP_TRITON_PRE_CHUNKS): 7
-    # chunks of 16 (T = 100), not a multiple of 2 or 3, with seq_idx, so that every row it
-    # writes (the forward's and the backward's) is read; the result bit for bit the default's
-    d = make(T=100)
-    seq = torch.tensor([[0] * 40 + [1] * 60, [0] * 100], dtype=torch.int32)
-    ins = dict(x=d["x"], dt=d["dt"], A=d["A"], B=d["B"], C=d["C"], dt_bias=d["dtb"],
-               initial_state=d["h0"])
-    ins = {k: v.clone().requires_grad_(True) for k, v in ins.items()}
-    gy = torch.randn(d["x"].shape, generator=torch.Generator().manual_seed(1))
-
-    def run():
-        kw = dict(ins)
-        x, B, C = kw.pop("x"), kw.pop("B"), kw.pop("C")
-        y = ssd(x, None, B, C, dt_softplus=True, seq_idx=seq, chunk_size=16, **kw)
-        return [y, *torch.autograd.grad((y * gy).sum(), list(ins.values()))]
-
-    want = run()
-    monkeypatch.setenv("SEMISEP_TRITON_PRE_CHUNKS", str(cpp))
-    for a, w in zip(run(), want):
-        assert torch.equal(a, w)
-    kw = {k: v.detach() for k, v in ins.items()}
-    x, B, C = kw.pop("x"), kw.pop("B"), kw.pop("C")
-    yr, _ = naive.ssd_reference(x, None, B, C, dt_softplus=True, seq_idx=seq, **kw)
-    assert rel(want[0], yr) < 1e-5
-
-
-def test_prepass_chunks_knob_is_checked(monkeypatch):
-    from semisep.backends.triton import config
-    monkeypatch.setenv("SEMISEP_TRITON_PRE_CHUNKS", "0")
-    with pytest.raises(ValueError, match="SEMISEP_TRITON_PRE_CHUNKS"):
-        config.prepass_chunks()
-
-
 def test_log_decay_gradient_terms_do_not_cancel():
     """float16, strong decays (the exact loop), z, D, softplus, dt_bias, seq_idx, h0: the sums
     dA and d dt_bias stay close to float64. The form that took the pairs crossing a chunk from

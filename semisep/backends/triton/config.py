@@ -2,8 +2,8 @@
 
 The defaults come from the H200 runs in ``benchmarks/NOTES.md``; the environment variables
 ``SEMISEP_TRITON_FWD`` / ``_BWD`` (fields of :func:`pick_config`), ``SEMISEP_TRITON_FAST``,
-``_PRE_DECAYS``, ``_PRE_CHUNKS``, ``_FACTOR``, ``_FP32_PRECISION`` and ``_ONE_LAUNCH`` override
-them, for experiments (``SEMISEP_TRITON_FAST_LAUNCH``, ``_GRAM`` and ``_GLUON``: :mod:`.fastlaunch`,
+``_PRE_DECAYS``, ``_FACTOR``, ``_FP32_PRECISION`` and ``_ONE_LAUNCH`` override them, for
+experiments (``SEMISEP_TRITON_FAST_LAUNCH``, ``_GRAM`` and ``_GLUON``: :mod:`.fastlaunch`,
 :func:`_gram`, :func:`.gluon_fwd.eligible`, which reads it per call).
 The launchers read them when they build a launch plan, whose key holds their values
 (:data:`KNOBS`, :func:`knobs`).
@@ -51,8 +51,7 @@ def _env(name: str, default=None):
 # Every environment knob a launch plan (launch._plan) reads while it is built
 KNOBS = ("SEMISEP_TRITON_FWD", "SEMISEP_TRITON_BWD", "SEMISEP_TRITON_FAST",
          "SEMISEP_TRITON_PRE_DECAYS", "SEMISEP_TRITON_FACTOR", "SEMISEP_TRITON_FP32_PRECISION",
-         "SEMISEP_TRITON_GRAM", "SEMISEP_TRITON_ONE_LAUNCH", "SEMISEP_TRITON_PRE_CHUNKS",
-         "TRITON_INTERPRET")
+         "SEMISEP_TRITON_GRAM", "SEMISEP_TRITON_ONE_LAUNCH", "TRITON_INTERPRET")
 
 
 _KNOB_KEYS = tuple(map(_encoded, KNOBS))
@@ -292,16 +291,6 @@ def _launches(fast: bool, size: int):
     if (size <= ONE_LAUNCH_AT_MOST) if knob is None else knob == "1":
         return ((False, True),)
     return ((True, False), (False, False))
-
-
-def prepass_chunks() -> int:
-    """The chunks each program of the decay pre-pass (:func:`.decays.ssd_decays_kernel`)
-    runs, one after another: 1 by default; ``SEMISEP_TRITON_PRE_CHUNKS`` sets it
-    (experiments: fewer, longer programs)."""
-    cpp = int(_env("SEMISEP_TRITON_PRE_CHUNKS", "1"))
-    if cpp < 1:
-        raise ValueError(f"SEMISEP_TRITON_PRE_CHUNKS must be a positive integer, got {cpp}")
-    return cpp
 
 
 def _pre(kind: str = "fwd") -> bool:

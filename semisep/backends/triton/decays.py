@@ -233,11 +233,10 @@ def ssd_decays_kernel(dt_ptr, A_ptr, dtb_ptr, seq_ptr, dec_ptr, etot_ptr, T, H,
                       HAS_DT: tl.constexpr, DT_SOFTPLUS: tl.constexpr, HAS_DTB: tl.constexpr,
                       HAS_SEQ: tl.constexpr, Q: tl.constexpr, CLAMP_C: tl.constexpr,
                       HB: tl.constexpr, GRAD_ROWS: tl.constexpr = True,
-                      ROWS: tl.constexpr = PRE_ALL, TRIGGER: tl.constexpr = False,
-                      CPP: tl.constexpr = 1):
-    """The per-position decay data of every chunk, once, for the sweeps: grid
-    (ceil(chunks / CPP), b * H / HB), a program per CPP consecutive chunks and block of HB
-    heads (HB divides H), so that each of its rows of dt (b, T, H) is read whole.
+                      ROWS: tl.constexpr = PRE_ALL, TRIGGER: tl.constexpr = False):
+    """The per-position decay data of every chunk, once, for the sweeps: grid (chunks,
+    b * H / HB), a program per chunk and block of HB heads (HB divides H), so that each of
+    its rows of dt (b, T, H) is read whole.
 
     Rows of ``dec`` (each (b*h, chunks*Q), fp32): 0-5 ``dtv, hi, lo, e_in, to_end, inv`` of
     :func:`_decays_all`; with HAS_SEQ 6-7 ``exp(ls)`` and ``seg`` (module docstring; row 5 is
@@ -250,25 +249,12 @@ def ssd_decays_kernel(dt_ptr, A_ptr, dtb_ptr, seq_ptr, dec_ptr, etot_ptr, T, H,
     finish before reading what this one writes."""
     if TRIGGER:
         gdc_launch_dependents()
+    c = tl.program_id(0)
     pid = tl.program_id(1)
-    NC = tl.cdiv(T, Q)
+    NC = tl.num_programs(0)
     BH = tl.num_programs(1) * HB
     b64 = (pid // (H // HB)).to(tl.int64)
     heads = (pid % (H // HB)) * HB + tl.arange(0, HB)
-    first = tl.program_id(0) * CPP
-    for c in tl.range(first, tl.minimum(first + CPP, NC)):
-        _decays_chunk(dt_ptr, A_ptr, dtb_ptr, seq_ptr, dec_ptr, etot_ptr, T, H, NC, BH, b64,
-                      heads, c, HAS_DT, DT_SOFTPLUS, HAS_DTB, HAS_SEQ, Q, CLAMP_C, GRAD_ROWS,
-                      ROWS)
-
-
-@triton.jit
-def _decays_chunk(dt_ptr, A_ptr, dtb_ptr, seq_ptr, dec_ptr, etot_ptr, T, H, NC, BH, b64, heads,
-                  c, HAS_DT: tl.constexpr, DT_SOFTPLUS: tl.constexpr, HAS_DTB: tl.constexpr,
-                  HAS_SEQ: tl.constexpr, Q: tl.constexpr, CLAMP_C: tl.constexpr,
-                  GRAD_ROWS: tl.constexpr, ROWS: tl.constexpr):
-    """:func:`ssd_decays_kernel`'s rows of chunk ``c`` for the heads ``heads`` (HB,) of batch
-    ``b64``."""
     h = heads[None, :]
     t = c * Q + tl.arange(0, Q).to(tl.int64)[:, None]
     dtv, la2, hi, lo, tot, keep, sig = _chunk_decays(dt_ptr, A_ptr, dtb_ptr, seq_ptr, b64, h,

@@ -11,8 +11,8 @@ import torch
 from . import gluon_bwd, gluon_fwd
 from . import kernels as K
 from .config import (_cdiv, _even, _factor, _fast, _gram, _launch_opts, _launches, _pre,
-                     _prec, _wide, knobs, pick_config, prepass_chunks, span_steps,
-                     state_block, whole_state)
+                     _prec, _wide, knobs, pick_config, span_steps, state_block,
+                     whole_state)
 from .decays import CLAMP, PRE_ALL, PRE_FACTORED, PRE_NONE, ssd_decays_kernel
 from .fastlaunch import MAX_ENTRIES, Options, arg_key, launch
 from .gate import BLOCK, fast_sigmoid, gate_options, ssd_gate_bwd_kernel
@@ -263,7 +263,7 @@ def _dec_options(flags, has_seq, Q, grad_rows, h, rows=PRE_ALL):
     whether it writes the rows only the backward reads, its block of the h heads, which rows
     (``PRE_ALL`` or ``PRE_FACTORED``, :mod:`.decays`)."""
     return Options(**flags, HAS_SEQ=has_seq, Q=Q, CLAMP_C=CLAMP, HB=_prepass_heads(h),
-                   GRAD_ROWS=grad_rows, ROWS=rows, CPP=prepass_chunks())
+                   GRAD_ROWS=grad_rows, ROWS=rows)
 
 
 def _pre_decays(pre, opts, dtla, A, dt_bias, seq_idx, Q, d, ak):
@@ -280,7 +280,7 @@ def _pre_decays(pre, opts, dtla, A, dt_bias, seq_idx, Q, d, ak):
                       b * h, nc * Q, device=dtla.device, dtype=torch.float32)
     etot = torch.empty(1 + 2 * has_seq, b * h, nc, device=dtla.device, dtype=torch.float32)
     launch(
-        ssd_decays_kernel, (_cdiv(nc, opts.kwargs["CPP"]), b * h // opts.kwargs["HB"]),
+        ssd_decays_kernel, (nc, b * h // opts.kwargs["HB"]),
         dtla, A if A is not None else d, dt_bias if dt_bias is not None else d,
         seq_idx if seq_idx is not None else d, dec, etot, T, h, arg_key=ak, opts=opts)
     return dec, etot
