@@ -4,8 +4,10 @@ forward runs the backward's chunks of 64 and hands it its decays), against float
     python3 benchmarks/probe/check_small128.py
 
 T = 1000 (not a multiple of 64), b = 2, h = 4, g = 2, p = 64, dt / A / dt_bias / D, h0 and a
-final-state gradient; fp32 (ieee dots) and bf16. Prints each output's and gradient's error
-relative to float64 (``naive.ssd_reference_chunked``) and the kernels launched. Without a
+final-state gradient; fp32 (ieee dots; the blocks of 64 since s33), bf16 and fp16 (the whole
+state in one span, ``config.whole_state``), or those named in ``CHECK_DTYPES`` (e.g.
+``bf16,fp16``). Prints each output's and gradient's error relative to float64
+(``naive.ssd_reference_chunked``, on the same device) and the kernels launched. Without a
 GPU: fp32 only, under ``TRITON_INTERPRET=1`` (set it), T from ``CHECK_T``.
 """
 import os
@@ -53,7 +55,7 @@ def main():
                                            dt_bias=t["dt_bias"], D=t["D"], dt_softplus=True,
                                            initial_state=t["initial_state"])
 
-    want = run(reference, torch.float64, "cpu")
+    want = [w.cpu() for w in run(reference, torch.float64, device)]
     launched = []
     real = L.launch
 
@@ -62,8 +64,10 @@ def main():
         return real(kernel, *args, **kwargs)
 
     L.launch = spy
-    checks = ((torch.float32, 1e-5), (torch.bfloat16, 5e-3))
-    for dtype, tol in checks if device == "cuda" else checks[:1]:
+    checks = {"fp32": (torch.float32, 1e-5), "bf16": (torch.bfloat16, 5e-3),
+              "fp16": (torch.float16, 5e-3)}
+    picked = os.environ.get("CHECK_DTYPES", "fp32,bf16,fp16" if device == "cuda" else "fp32")
+    for dtype, tol in (checks[k] for k in picked.split(",")):
         launched.clear()
         got = run(ours, dtype, device)
         errs = {k: rel(a.cpu(), w) for k, a, w in zip(("y", "hT", *wanted), got, want)}
