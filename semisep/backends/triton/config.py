@@ -90,8 +90,8 @@ def pick_config(p: int, n: int, chunk_size: Optional[int], dtype, kind: str = "f
     pipeline stages, e.g. ``1`` beside a one-launch kernel's factored loop,
     :func:`kernels._stages`). ``whole`` (:func:`whole_state`): the backward of a small
     16-bit call at 64 < n <= 128 in one pass over the state's columns, one span, chunks of
-    64. The
-    launchers call it when they build a launch plan (:func:`.launch._plan`), not per call.
+    64. The launchers call it when they build a launch plan (:func:`.launch._plan`), not
+    per call.
     """
     variable = "SEMISEP_TRITON_FWD" if kind == "fwd" else "SEMISEP_TRITON_BWD"
     return _overridden(_default_config(p, n, chunk_size, kind, whole), variable)
@@ -99,7 +99,8 @@ def pick_config(p: int, n: int, chunk_size: Optional[int], dtype, kind: str = "f
 
 # the input dtypes whose n = 128 sweeps in chunks of 64 fit an SM's shared memory (fp32:
 # 246784 B for the forward sweep, 246276 B for the reverse sweep, over sm_90's 232448 B;
-# bf16 / fp16 148480 / 107012 B; Triton 3.6, benchmarks/aot_check.py)
+# bf16 148480 / 107012 B, fp16's exact loops 152072 / 108548; Triton 3.6,
+# benchmarks/aot_check.py)
 WHOLE_DTYPES = (torch.bfloat16, torch.float16)
 
 
