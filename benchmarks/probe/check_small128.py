@@ -7,7 +7,8 @@ T = 1000 (not a multiple of 64), b = 2, h = 4, g = 2, p = 64, dt / A / dt_bias /
 final-state gradient; fp32 (ieee dots; the blocks of 64 since s33), bf16 and fp16 (the whole
 state in one span, ``config.whole_state``), or those named in ``CHECK_DTYPES`` (e.g.
 ``bf16,fp16``). Prints each output's and gradient's error relative to float64
-(``naive.ssd_reference_chunked``, on the same device) and the kernels launched. Without a
+(``naive.ssd_reference_chunked`` on the same device, given the 16-bit call's x, B, C and
+y's cotangent as rounded to its dtype) and the kernels launched. Without a
 GPU: fp32 only, under ``TRITON_INTERPRET=1`` (set it), T from ``CHECK_T``.
 """
 import os
@@ -36,12 +37,19 @@ def main():
     gy, gs = r(b, T, h, p), r(b, h, p, n)
     wanted = ("x", "B", "C", "dt", "A", "dt_bias", "D", "initial_state")
 
-    def run(fn, dtype, device):
-        t = {k: v.to(device=device, dtype=dtype if k in ("x", "B", "C") else
-                     (torch.float64 if dtype == torch.float64 else torch.float32))
-             .requires_grad_(True) for k, v in ins.items()}
+    def run(fn, dtype, device, rounded=None):
+        """fn's outputs and gradients in ``dtype`` (x, B, C; the rest fp32, or all float64);
+        ``rounded``: x, B, C and the cotangent of y first rounded to that dtype, as ours
+        receive them (the float64 reference of a 16-bit call, as gpu_ssd.py's checks)."""
+        def cast(k, v):
+            if rounded is not None and k in ("x", "B", "C"):
+                v = v.to(rounded)
+            return v.to(device=device, dtype=dtype if k in ("x", "B", "C") else
+                        (torch.float64 if dtype == torch.float64 else torch.float32))
+        t = {k: cast(k, v).requires_grad_(True) for k, v in ins.items()}
         y, hT = fn(t)
-        loss = (y.double() * gy.to(device, torch.float64)).sum() + (
+        gy_ = gy if rounded is None else gy.to(rounded)
+        loss = (y.double() * gy_.to(device, torch.float64)).sum() + (
             hT.double() * gs.to(device, torch.float64)).sum()
         return [y, hT, *torch.autograd.grad(loss, [t[k] for k in wanted])]
 
@@ -55,7 +63,6 @@ def main():
                                            dt_bias=t["dt_bias"], D=t["D"], dt_softplus=True,
                                            initial_state=t["initial_state"])
 
-    want = [w.cpu() for w in run(reference, torch.float64, device)]
     launched = []
     real = L.launch
 
@@ -68,6 +75,8 @@ def main():
               "fp16": (torch.float16, 5e-3)}
     picked = os.environ.get("CHECK_DTYPES", "fp32,bf16,fp16" if device == "cuda" else "fp32")
     for dtype, tol in (checks[k] for k in picked.split(",")):
+        want = [w.cpu() for w in run(reference, torch.float64, device,
+                                      None if dtype == torch.float32 else dtype)]
         launched.clear()
         got = run(ours, dtype, device)
         errs = {k: rel(a.cpu(), w) for k, a, w in zip(("y", "hT", *wanted), got, want)}
