@@ -68,28 +68,24 @@ def test_n128_forward_plan(T, for_grad, dtype, want):
     assert dec.kwargs["GRAD_ROWS"] == (for_grad and Q == 64)
 
 
-@pytest.mark.parametrize("b,T,h,n,chunk,dtype,want", [
-    (8, 1024, 32, 128, None, torch.bfloat16, True),    # b h T BN = 2^25: the whole state
-    (8, 1024, 32, 128, None, torch.float16, True),
-    (8, 1024, 32, 128, None, torch.float32, False),    # its sweeps exceed shared memory
-    (8, 2048, 32, 128, None, torch.bfloat16, False),   # above 2^25: blocks of 64
-    (8, 1024, 32, 100, None, torch.bfloat16, True),    # BN = 128
-    (8, 1024, 32, 256, None, torch.bfloat16, False),   # n = 256: blocks of 64
-    (8, 1024, 32, 64, None, torch.bfloat16, False),    # one block anyway
-    (8, 1024, 32, 128, 32, torch.bfloat16, False),     # a chunk size the caller gives
+@pytest.mark.parametrize("T,n,chunk,dtype,whole,plan", [
+    (1024, 128, None, torch.bfloat16, True, (64, 1, 1)),    # b h T BN = 2^25: whole state
+    (1024, 128, None, torch.float16, True, (64, 1, 1)),
+    (1024, 128, None, torch.float32, False, (64, 2, 1)),    # its sweeps exceed shared memory
+    (2048, 128, None, torch.bfloat16, False, (64, 2, 1)),   # above 2^25: blocks of 64
+    (1024, 100, None, torch.bfloat16, True, (64, 1, 1)),    # BN = 128
+    (1024, 256, None, torch.bfloat16, False, (64, 4, 1)),   # n = 256: blocks of 64
+    (1024, 64, None, torch.bfloat16, False, (64, 1, 1)),    # one block anyway
+    (1024, 128, 32, torch.bfloat16, False, (32, 2, 2)),     # a chunk size the caller gives
 ])
-def test_whole_state_plan(b, T, h, n, chunk, dtype, want):
-    """A small 16-bit call at 64 < n <= 128 runs its backward over the whole state in one
-    span of chunks of 64 (4 launches a fwd+bwd, the host setting the pace there); else in
-    blocks of 64 columns."""
-    assert config.whole_state(b, T, h, n, chunk, dtype) == want
-    plan = L._bwd_plan(b, T, h, 64, 1, n, dtype, True, False, False, None, False,
-                       False, False, False, chunk or -1, True)
-    Q, blocks, spans = plan[0], plan[5], plan[6]
-    if want:
-        assert (Q, len(blocks), spans) == (64, 1, 1)
-    else:
-        assert len(blocks) == -(-n // config.state_block(64, n, chunk, torch.bfloat16))
+def test_whole_state_plan(T, n, chunk, dtype, whole, plan):
+    """``(chunk, blocks, spans)`` of the backward's plan (b = 8, h = 32, p = 64): a small
+    16-bit call at 64 < n <= 128 runs the whole state in one span of chunks of 64 (4
+    launches a fwd+bwd, the host setting the pace there); else blocks of 64 columns."""
+    assert config.whole_state(8, T, 32, n, chunk, dtype) == whole
+    got = L._bwd_plan(8, T, 32, 64, 1, n, dtype, True, False, False, None, False, False,
+                      False, False, chunk or -1, True)
+    assert (got[0], len(got[5]), got[6]) == plan
 
 
 @settings(max_examples=6, deadline=None)

@@ -147,7 +147,7 @@ def _default_config(p: int, n: int, chunk_size: Optional[int], kind: str,
         # state at once (whole_state)
         cfg.update(NB=64 if BN > 64 else 0)
         if whole:
-            cfg.update(Q=64, NB=0, ONE_SPAN=1)
+            cfg.update(Q=64, NB=0)
     return cfg
 
 
@@ -191,7 +191,7 @@ def span_steps(T: int, p: int, n: int, chunk_size: Optional[int], dtype,
     """
     chunk = chunk_size if chunk_size and chunk_size > 0 else None
     cfg = pick_config(p, n, chunk, dtype, "bwd", whole)
-    if cfg.get("ONE_SPAN") and not cfg.get("SPAN"):
+    if whole and not cfg.get("SPAN"):
         return None
     Qb, Qf = cfg["Q"], pick_config(p, n, chunk, dtype, "fwd")["Q"]
     per = cfg.get("SPAN") or max(1, 3 * _cdiv(T, Qb) * Qb // (2 * max(n, 1)))
