@@ -41,7 +41,8 @@ def kernels():
     bwd = dict(Q=64, P=64, N=64, NT=int(os.environ.get('NT', 64)), STAGES=2, HAS_D=True)
     fmin = dict(FACTOR_MIN=2.0 ** -64)
     pdl = dict(PDL=os.environ.get("PDL", "1") == "1",
-               LATE_G=os.environ.get("LATE_G", "1") == "1")
+               LATE_G=os.environ.get("LATE_G", "1") == "1",
+               BITMASK=os.environ.get("BITMASK", "0") == "1")
     return {
         "fwd": (gluon_fwd.ssd_fwd_gluon_kernel,
                 _sig(("x_desc", "b_desc", "c_desc", "y_desc"),

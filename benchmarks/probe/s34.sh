@@ -1,17 +1,18 @@
 #!/bin/bash
-# s34's first call (benchmarks/NOTES.md, s34). The card; the quick checks at full size with
-# the whole-state plan as the default (once, on any card); on an H200 the issue's 16K forward
-# (<= 0.40 ms, three timings) and the N = 128 grid with mamba_ssm and fla beside it.
+# s34's first call (benchmarks/NOTES.md, s34). The card; the Gluon checks (the forward's G
+# masked as packed bf16 pairs ANDed with mask words, SEMISEP_TRITON_BITMASK, now the
+# default: y bit for bit the Triton kernel's); the N = 64 / 128 16K forward with the mask
+# words and with the select (BITMASK=0), three timings each; the quick checks at full size
+# with the whole-state plan as the default.
 # Run: bash benchmarks/device_run.sh "bash benchmarks/probe/s34.sh" (carry [".whl"]).
 nvidia-smi --query-gpu=name,clocks.max.sm --format=csv,noheader
-timeout 200 python3 benchmarks/gpu_ssd.py --quick-checks --skip-bench --out /tmp/keep/checks \
+timeout 120 python3 benchmarks/gpu_ssd.py --gluon-checks --skip-bench --out /tmp/keep/gluon \
+    > /tmp/keep/gluon.log 2>&1
+grep -cE "^  ok" /tmp/keep/gluon.log; grep -E "BAD|Error|done" /tmp/keep/gluon.log | tail -8
+timeout 150 python3 benchmarks/gpu_ssd.py --skip-checks --Ns 64,128 --Ts 16384 --impls "" \
+    --repeat 3 --variants "mask:" "select:SEMISEP_TRITON_BITMASK=0" \
+    --out /tmp/keep/ab > /tmp/keep/ab.log 2>&1
+grep -E "^N=| vs " /tmp/keep/ab.log | cut -c1-120
+timeout 150 python3 benchmarks/gpu_ssd.py --quick-checks --skip-bench --out /tmp/keep/checks \
     > /tmp/keep/checks.log 2>&1
-tail -30 /tmp/keep/checks.log
-if nvidia-smi --query-gpu=name --format=csv,noheader | grep -q H200; then
-  timeout 100 python3 benchmarks/gpu_ssd.py --skip-checks --Ns 64 --Ts 16384 --impls "" \
-      --repeat 3 --out /tmp/keep/f16k > /tmp/keep/f16k.log 2>&1
-  grep -E "^N=" /tmp/keep/f16k.log | cut -c1-110
-  timeout 280 python3 benchmarks/gpu_ssd.py --skip-checks --Ns 128 --impls mamba,fla \
-      --out /tmp/keep/grid128 > /tmp/keep/grid128.log 2>&1
-  grep -E "^N=" /tmp/keep/grid128.log | cut -c1-104
-fi
+grep -cE "^  ok" /tmp/keep/checks.log; grep -E "BAD|Error|done" /tmp/keep/checks.log | tail -8

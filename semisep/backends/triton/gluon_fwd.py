@@ -121,7 +121,7 @@ if gluon is not None:
     def _chunks(x_desc, b_desc, c_desc, y_desc, dec_ptr, etot_ptr, hT_ptr, Dv, b, h, grp, pb,
                 bh, BH, T, NC, PT, Q: gl.constexpr, P: gl.constexpr, N: gl.constexpr,
                 STAGES: gl.constexpr, HAS_D: gl.constexpr, W_ROWS: gl.constexpr,
-                LATE_G: gl.constexpr):
+                LATE_G: gl.constexpr, BITMASK: gl.constexpr):
         """The loop over the chunks of one program (module docstring). B, C and the state
         ``S^T`` are held in ``HALVES = N / 64`` blocks of 64 columns (at N = 128: a TMA box of
         64 bf16 columns is the 128-byte swizzle's width), so that ``C B^T`` and ``C S^T`` are
@@ -180,6 +180,8 @@ if gluon is not None:
         zq = gl.zeros([Q, Q], gl.float32, mmaq)
         lower = (gl.arange(0, Q, layout=gl.SliceLayout(1, mmaq))[:, None]
                  >= gl.arange(0, Q, layout=gl.SliceLayout(0, mmaq))[None, :])
+        if BITMASK:
+            keep = gl.where(lower, -1, 0).to(gl.int16)
         # the decay rows arrive with the chunk's tiles (loaded into registers, even two chunks
         # ahead, each chunk waited for them: ncu s23-4, s24-4, 13-15 % of the samples); the
         # chunk's total decay, a scalar, is loaded a chunk ahead, once the state has taken
@@ -228,7 +230,12 @@ if gluon is not None:
                 e_in = re_s.index(slot).load(gl.SliceLayout(1, mma))
                 naught = gl.convert_layout(gl.minimum(e_in, 0.0), gl.SliceLayout(1, mmaq))
             Gm = warpgroup_mma_wait(num_outstanding=2 * HALVES, deps=(Gm,))
-            if LATE_G:
+            if BITMASK:
+                Wb = gl.inline_asm_elementwise(
+                    "{ cvt.rn.bf16x2.f32 $0, $2, $1; and.b32 $0, $0, $3; }", "=r,r,r,r",
+                    [Gm, keep], dtype=gl.bfloat16, is_pure=True, pack=2)
+                W = gl.convert_layout(Wb, dotA)
+            elif LATE_G:
                 W = gl.convert_layout(gl.where(lower, Gm, naught[:, None]).to(dtype), dotA)
             else:
                 W = gl.convert_layout(gl.where(lower, Gm, 0.0).to(dtype), dotA)
@@ -270,7 +277,8 @@ if gluon is not None:
                              Q: gl.constexpr, P: gl.constexpr, N: gl.constexpr,
                              STAGES: gl.constexpr, HAS_D: gl.constexpr,
                              FACTOR_MIN: gl.constexpr, W_ROWS: gl.constexpr,
-                             PDL: gl.constexpr, LATE_G: gl.constexpr):
+                             PDL: gl.constexpr, LATE_G: gl.constexpr,
+                             BITMASK: gl.constexpr = False):
         """Grid ``(b * H * PT / P,)``: a program per (b, h, block of P of the PT columns of
         p); x, y as (b T, H PT) and B, C as (b T, G N) tensor descriptors of (Q, P) and (Q, N)
         blocks; ``dec``, ``etot`` the pre-pass's rows (W_ROWS: its ``PRE_FACTORED`` rows);
@@ -293,7 +301,7 @@ if gluon is not None:
         if _factorable_g(etot_ptr, bh, NC, FACTOR_MIN):
             _chunks(x_desc, b_desc, c_desc, y_desc, dec_ptr, etot_ptr, hT_ptr, Dv, b, h,
                     h // (H // G), pb, bh, gl.num_programs(0) // NPB, T, NC, PT, Q, P, N,
-                    STAGES, HAS_D, W_ROWS, LATE_G)
+                    STAGES, HAS_D, W_ROWS, LATE_G, BITMASK)
 
 
 def switched_on(x, capability=None) -> bool:
@@ -361,6 +369,12 @@ def late_g() -> bool:
     return _env("SEMISEP_TRITON_LATE_G", "1") == "1"
 
 
+def bit_mask() -> bool:
+    """Whether G is masked as packed bf16 pairs ANDed with loop-invariant mask words
+    (``SEMISEP_TRITON_BITMASK``)."""
+    return _env("SEMISEP_TRITON_BITMASK", "1") == "1"
+
+
 def launch_fwd(x, B, C, D, dec, etot, y, hT, w_rows, pdl=False):
     """Launch :func:`ssd_fwd_gluon_kernel` into ``y`` and ``hT`` (x, B, C contiguous, B and C
     in x's dtype), with a ring of :data:`STAGES` chunks; ``w_rows``: ``dec`` holds the
@@ -372,6 +386,7 @@ def launch_fwd(x, B, C, D, dec, etot, y, hT, w_rows, pdl=False):
     views = ((x, rows, h * p), (B, rows, g * n), (C, rows, g * n), (y, rows, h * p))
     args = (dec, etot, D if D is not None else hT, hT, T, h, g, T // Q_GLUON, p)
     consts = dict(Q=Q_GLUON, P=64, N=n, STAGES=STAGES[n], HAS_D=D is not None,
-                  FACTOR_MIN=_FACTOR_MIN, W_ROWS=w_rows, PDL=pdl, LATE_G=late_g())
+                  FACTOR_MIN=_FACTOR_MIN, W_ROWS=w_rows, PDL=pdl, LATE_G=late_g(),
+                  BITMASK=bit_mask())
     launch(ssd_fwd_gluon_kernel, (b * h * (p // 64), 1, 1), views, args, consts, x.device,
            pdl=pdl)
