@@ -189,7 +189,7 @@ sig = {name: desc for name in ("x_desc", "b_desc", "c_desc", "y_desc")}
 sig.update({name: "*fp32" for name in ("dec_ptr", "etot_ptr", "D_ptr", "hT_ptr")})
 sig.update({name: "i32" for name in ("T", "H", "G", "NC", "PT")})
 consts = dict(Q=64, P=64, N=64, STAGES=2, HAS_D=True, FACTOR_MIN=2.0 ** -64, W_ROWS=True,
-              PDL=True, LATE_G=False)
+              PDL=True, LATE_G=False, BITMASK=False)
 sig.update({name: "constexpr" for name in consts})
 tool = os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin", "cuobjdump")
 if not os.path.exists(tool):
@@ -205,11 +205,12 @@ print(json.dumps([run("--dump-resource-usage"), run("-sass")]))
 
 
 @needs_gluon
-@pytest.mark.parametrize("n, products, w_rows, late_g", [
-    (64, 16, True, False), (64, 16, False, False), (128, 28, True, False),
-    (64, 16, True, True), (64, 16, False, True), (128, 28, True, True)])
+@pytest.mark.parametrize("n, products, w_rows, late_g, bitmask", [
+    (64, 16, True, False, False), (64, 16, False, False, False), (128, 28, True, False, False),
+    (64, 16, True, True, False), (64, 16, False, True, False), (128, 28, True, True, False),
+    (64, 16, True, True, True), (64, 16, False, True, True), (128, 28, True, True, True)])
 def test_compiles_for_sm90_with_asynchronous_products(compiled_for_sm90, n, products, w_rows,
-                                                      late_g):
+                                                      late_g, bitmask):
     """No stack; the products a chunk (four wgmma each at n = 64; at n = 128 C B^T and C S^T
     as two of K = 64 and the state's update one a half: 7 x 4); waits that leave some of
     them in flight, and no serializing ones; with the pre-pass's factored rows (``W_ROWS``,
@@ -219,7 +220,8 @@ def test_compiles_for_sm90_with_asynchronous_products(compiled_for_sm90, n, prod
     usage, sass = compiled_for_sm90(_COMPILE.replace("N=64, STAGES=2",
                                                      f"N={n}, STAGES={GF.STAGES[n]}")
                                     .replace("W_ROWS=True", f"W_ROWS={w_rows}")
-                                    .replace("LATE_G=False", f"LATE_G={late_g}"))
+                                    .replace("LATE_G=False", f"LATE_G={late_g}")
+                                    .replace("BITMASK=False", f"BITMASK={bitmask}"))
     assert re.search(r"STACK:0\b", usage), usage
     assert sass.count("HGMMA.64x64x16.F32.BF16") == products
     assert len(re.findall(r"WARPGROUP\.DEPBAR\.LE gsb0, 0x[1-9]", sass)) >= 2

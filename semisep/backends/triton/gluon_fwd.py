@@ -278,7 +278,7 @@ if gluon is not None:
                              STAGES: gl.constexpr, HAS_D: gl.constexpr,
                              FACTOR_MIN: gl.constexpr, W_ROWS: gl.constexpr,
                              PDL: gl.constexpr, LATE_G: gl.constexpr,
-                             BITMASK: gl.constexpr = False):
+                             BITMASK: gl.constexpr):
         """Grid ``(b * H * PT / P,)``: a program per (b, h, block of P of the PT columns of
         p); x, y as (b T, H PT) and B, C as (b T, G N) tensor descriptors of (Q, P) and (Q, N)
         blocks; ``dec``, ``etot`` the pre-pass's rows (W_ROWS: its ``PRE_FACTORED`` rows);
