@@ -190,8 +190,10 @@ def gluon_checks(report):
     loops beside the Gluon ones), dt_bias with softplus and D. Cases: p = 128 (two p-blocks:
     the forward's Gluon kernel, the Triton backward), p = 64 (every Gluon kernel), n = 128
     (the forward's Gluon kernel in chunks of 64 with B, C in halves, the backward's sweeps
-    in two blocks; off, the Triton forward in the same chunks without GRAM), and n = 128 with z (the backward's Gluon sweeps in two blocks of columns, the second adding
-    its dx, after the gate's pass; the Triton forward)."""
+    in two blocks; off, the Triton forward in the same chunks without GRAM), n = 128 with z
+    (the backward's Gluon sweeps in two blocks of columns, the second adding its dx, after
+    the gate's pass; the Triton forward), and n = 128 with the default plan (the forward's
+    Gluon kernel, the backward's whole state at once in the Triton sweeps)."""
     from semisep.backends.triton import gluon_bwd, gluon_launch
     # its own draws, the same in --quick-checks and --gluon-checks (and probe/grad_error.py)
     torch.manual_seed(0)
@@ -208,14 +210,19 @@ def gluon_checks(report):
 
 
 # the cases of gluon_checks: tag, (b, T, h, p, g, n), with z, which of _GLUON_KERNELS they
-# launch, the environment of the run they are compared with (SEMISEP_TRITON_GLUON=0); the
-# n = 128 Gluon forward runs chunks of 64 without GRAM: the Triton kernel too, there
+# launch, the environment of the run they are compared with (SEMISEP_TRITON_GLUON=0), the
+# chunk_size passed (None: the default). The n = 128 Gluon forward runs chunks of 64 without
+# GRAM: the Triton kernel too, there. At these sizes an n = 128 call's backward runs its
+# whole state at once by default (config.whole_state), which the Gluon sweeps do not take:
+# chunk_size=64 puts the first two n = 128 cases in blocks of 64 columns, the last one runs
+# the default plan (appended last: the earlier cases' draws stay as they were)
 _SAME_PLAN = {"SEMISEP_TRITON_FWD": "Q=64", "SEMISEP_TRITON_GRAM": "0"}
 GLUON_CASES = [
-    ("p128", (2, 4096, 8, 128, 2, 64), False, (1, 0, 0), {}),
-    ("p64", (2, 4096, 8, 64, 2, 64), False, (1, 1, 1), {}),
-    ("n128", (2, 4096, 8, 64, 2, 128), False, (1, 1, 1), _SAME_PLAN),
-    ("n128 z", (2, 4096, 8, 64, 2, 128), True, (0, 1, 1), {}),
+    ("p128", (2, 4096, 8, 128, 2, 64), False, (1, 0, 0), {}, None),
+    ("p64", (2, 4096, 8, 64, 2, 64), False, (1, 1, 1), {}, None),
+    ("n128", (2, 4096, 8, 64, 2, 128), False, (1, 1, 1), _SAME_PLAN, 64),
+    ("n128 z", (2, 4096, 8, 64, 2, 128), True, (0, 1, 1), {}, 64),
+    ("n128 whole", (2, 4096, 8, 64, 2, 128), False, (1, 0, 0), _SAME_PLAN, None),
 ]
 
 
@@ -232,6 +239,8 @@ def gluon_case_inputs():
         dtb = torch.randn(h, device="cuda") * 0.5
         ins = [x, dt, A, B, C, D, dtb]
         kw = dict(dt=dt, A=A, D=D, dt_bias=dtb, dt_softplus=True)
+        if case[5] is not None:
+            kw["chunk_size"] = case[5]
         if case[2]:
             z = torch.randn(b, T, h, p, device="cuda").to(torch.bfloat16)
             ins.append(z)
@@ -245,7 +254,7 @@ def gluon_case_inputs():
 def _gluon_cases(report):
     """The cases of :func:`gluon_checks`."""
     from semisep.backends.triton import ssd
-    for (tag, _, _, expect, off), ins, kw, gy in gluon_case_inputs():
+    for (tag, _, _, expect, off, _), ins, kw, gy in gluon_case_inputs():
         x, B, C = ins[0], ins[3], ins[4]
         runs = {}
         for flag in ("1", "0"):
