@@ -6,8 +6,7 @@
 number of wgmma (HGMMA) and of waits that leave products in flight (``DEPBAR.LE gsb0, 0x1+``)
 or none (``0x0``), and ptxas' C7514 warning (it serializes every wgmma of the kernel).
 With ``AOT_GLUON_SASS=DIR`` each kernel's SASS is written to ``DIR/NAME.sass`` as well.
-The forward's constexprs from the environment: ``W_ROWS`` (default 1), ``PDL`` (1),
-``LATE_G`` (1).
+The forward's constexprs from the environment: ``W_ROWS`` (default 1), ``PDL`` (1).
 """
 import os
 import re
@@ -40,9 +39,7 @@ def kernels():
                  W_ROWS=os.environ.get("W_ROWS", "1") == "1")
     bwd = dict(Q=64, P=64, N=64, NT=int(os.environ.get('NT', 64)), STAGES=2, HAS_D=True)
     fmin = dict(FACTOR_MIN=2.0 ** -64)
-    pdl = dict(PDL=os.environ.get("PDL", "1") == "1",
-               LATE_G=os.environ.get("LATE_G", "1") == "1",
-               BITMASK=os.environ.get("BITMASK", "0") == "1")
+    pdl = dict(PDL=os.environ.get("PDL", "1") == "1")
     return {
         "fwd": (gluon_fwd.ssd_fwd_gluon_kernel,
                 _sig(("x_desc", "b_desc", "c_desc", "y_desc"),

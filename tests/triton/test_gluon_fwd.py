@@ -189,7 +189,7 @@ sig = {name: desc for name in ("x_desc", "b_desc", "c_desc", "y_desc")}
 sig.update({name: "*fp32" for name in ("dec_ptr", "etot_ptr", "D_ptr", "hT_ptr")})
 sig.update({name: "i32" for name in ("T", "H", "G", "NC", "PT")})
 consts = dict(Q=64, P=64, N=64, STAGES=2, HAS_D=True, FACTOR_MIN=2.0 ** -64, W_ROWS=True,
-              PDL=True, LATE_G=False, BITMASK=False)
+              PDL=True)
 sig.update({name: "constexpr" for name in consts})
 tool = os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin", "cuobjdump")
 if not os.path.exists(tool):
@@ -205,30 +205,24 @@ print(json.dumps([run("--dump-resource-usage"), run("-sass")]))
 
 
 @needs_gluon
-@pytest.mark.parametrize("n, products, w_rows, late_g, bitmask", [
-    (64, 16, True, False, False), (64, 16, False, False, False), (128, 28, True, False, False),
-    (64, 16, True, True, False), (64, 16, False, True, False), (128, 28, True, True, False),
-    (64, 16, True, True, True), (64, 16, False, True, True), (128, 28, True, True, True)])
-def test_compiles_for_sm90_with_asynchronous_products(compiled_for_sm90, n, products, w_rows,
-                                                      late_g, bitmask):
+@pytest.mark.parametrize("n, products, w_rows", [
+    (64, 16, True), (64, 16, False), (128, 28, True), (128, 28, False)])
+def test_compiles_for_sm90_with_asynchronous_products(compiled_for_sm90, n, products, w_rows):
     """No stack; the products a chunk (four wgmma each at n = 64; at n = 128 C B^T and C S^T
     as two of K = 64 and the state's update one a half: 7 x 4); waits that leave some of
-    them in flight, and no serializing ones; with the pre-pass's factored rows (``W_ROWS``,
-    a forward without autograd) and all of them; as a programmatic dependent launch, its
-    wait for the pre-pass (``griddepcontrol.wait``: ACQBULK) before any load. With LATE_G
-    one full wait only, y's (without: a second before x is read, gluon_fwd.late_g)."""
+    them in flight, and one full wait only, y's (G's mask as an int16 select instead: a
+    second, before x is read, gluon_fwd._masked_g); with the pre-pass's factored rows
+    (``W_ROWS``, a forward without autograd) and all of them; as a programmatic dependent
+    launch, its wait for the pre-pass (``griddepcontrol.wait``: ACQBULK) before any load."""
     usage, sass = compiled_for_sm90(_COMPILE.replace("N=64, STAGES=2",
                                                      f"N={n}, STAGES={GF.STAGES[n]}")
-                                    .replace("W_ROWS=True", f"W_ROWS={w_rows}")
-                                    .replace("LATE_G=False", f"LATE_G={late_g}")
-                                    .replace("BITMASK=False", f"BITMASK={bitmask}"))
+                                    .replace("W_ROWS=True", f"W_ROWS={w_rows}"))
     assert re.search(r"STACK:0\b", usage), usage
     assert sass.count("HGMMA.64x64x16.F32.BF16") == products
     assert len(re.findall(r"WARPGROUP\.DEPBAR\.LE gsb0, 0x[1-9]", sass)) >= 2
-    # ptxas serializing the products (its C7514) puts a wait after every wgmma
-    assert sass.count("WARPGROUP.DEPBAR.LE gsb0, 0x0") < 8
-    if late_g:
-        assert sass.count("WARPGROUP.DEPBAR.LE gsb0, 0x0") == 1
+    assert sass.count("WARPGROUP.DEPBAR.LE gsb0, 0x0") == 1
+    # G masked by its mask words (ANDs): the select form has 32 FSEL a chunk, this kernel none
+    assert "FSEL" not in sass
     assert sass.count("ACQBULK") == 1 and sass.index("ACQBULK") < sass.index("LDG")
 
 

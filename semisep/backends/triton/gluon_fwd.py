@@ -13,8 +13,9 @@ beside its own factored launch. Per chunk, with ``u = x dt exp(-l)`` and
 Why: Triton 3.6 makes a ``tl.dot`` asynchronous only where a loop uses its result solely as
 the next iteration's accumulator, so the Triton kernel waits for each of a chunk's four
 products before its next statement. Here ``C B^T`` and ``C S^T`` are issued, u is made and
-stored while they run, ``B^T u`` is issued, G is masked once ``C B^T`` is done
-(:func:`late_g`), and ``G u`` runs while the state is updated; x, B and C arrive by TMA into a
+stored while they run, ``B^T u`` is issued, G is masked once ``C B^T`` is done (as packed
+bf16 pairs ANDed with mask words, :func:`_masked_g`), and ``G u`` runs while the state is
+updated; x, B and C arrive by TMA into a
 ring of buffers, the chunk's decay rows by asynchronous copies beside them, and y leaves by
 TMA; x is read from shared memory once, for u and for ``D x``. At n = 128, B, C and the state
 are held in two halves of 64 columns. H200 (benchmarks/NOTES.md, b=8, T=16K, h=32, p=64,
@@ -22,8 +23,9 @@ bf16): at n = 64 0.52 against 0.62 ms for the kernel (s19), the forward 0.555 ->
 the pre-pass once the rows were read ahead (s23), 0.475 -> 0.442 with the rows in the ring, x
 read once and a ring of 3 (s25), 0.44 -> 0.41 with the pre-pass's two factored rows for a
 forward that autograd does not record (``W_ROWS``, s26-2), and on an H100 the kernel 0.437 ->
-0.429 with G masked once u is stored (:func:`late_g`, s32); at n = 128 the forward 0.954 ->
-0.629 ms (s24-1, against the Triton kernel's chunks of 32 with GRAM).
+0.429 with G masked once u is stored (s32); at n = 128 the forward 0.954 -> 0.629 ms (s24-1,
+against the Triton kernel's chunks of 32 with GRAM), and on an H100 0.58 -> 0.56 with G masked
+by mask words (s34).
 
 Where (:func:`eligible`): a CUDA device of compute capability 9.0, bf16, n = 64 or 128 (the
 launcher plans an n = 128 call in chunks of 64 for it, :func:`wants_chunks_of_64`), p a
@@ -118,16 +120,31 @@ if gluon is not None:
         async_copy.mbarrier_arrive(bar, increment_count=False)
 
     @gluon.jit
+    def _masked_g(Gm, keep):
+        """``lower(G)`` in bf16, from the fp32 product G and ``keep``, an int16 tile of G's
+        layout: -1 (all bits) on and below the diagonal, 0 above. Each pair of G's entries is
+        rounded into one 32-bit word of two bf16 and ANDed with the pair of ``keep``'s
+        words: 16 conversions and 16 ANDs a thread against 32 compares, 32 selects and 16
+        conversions for ``where(lower, G, 0)``, whose mask LLVM moves past the rounding
+        (then ptxas rounds G as soon as the next chunk's loads are issued, waiting there for
+        both first products, before x is read: SASS, Triton 3.6). A plain AND of int16
+        tiles LLVM makes a select again, hence the inline PTX. Proxy (Triton 3.6, n = 64):
+        from G's wait to ``G u``'s issue 82 -> 31 instructions, 232 -> 220 registers; H100
+        (benchmarks/NOTES.md s34, T = 16K) the forward at n = 64 unchanged (0.46 ms), at
+        n = 128 0.57-0.59 -> 0.56-0.58; y bit for bit."""
+        return gl.inline_asm_elementwise(
+            "{ cvt.rn.bf16x2.f32 $0, $2, $1; and.b32 $0, $0, $3; }", "=r,r,r,r", [Gm, keep],
+            dtype=gl.bfloat16, is_pure=True, pack=2)
+
+    @gluon.jit
     def _chunks(x_desc, b_desc, c_desc, y_desc, dec_ptr, etot_ptr, hT_ptr, Dv, b, h, grp, pb,
                 bh, BH, T, NC, PT, Q: gl.constexpr, P: gl.constexpr, N: gl.constexpr,
-                STAGES: gl.constexpr, HAS_D: gl.constexpr, W_ROWS: gl.constexpr,
-                LATE_G: gl.constexpr, BITMASK: gl.constexpr):
+                STAGES: gl.constexpr, HAS_D: gl.constexpr, W_ROWS: gl.constexpr):
         """The loop over the chunks of one program (module docstring). B, C and the state
         ``S^T`` are held in ``HALVES = N / 64`` blocks of 64 columns (at N = 128: a TMA box of
         64 bf16 columns is the 128-byte swizzle's width), so that ``C B^T`` and ``C S^T`` are
         one product of K = 64 per half and the state's update one product per half. W_ROWS:
-        the pre-pass wrote the factored loop's rows only (:data:`.decays.PRE_FACTORED`).
-        LATE_G: G is masked only once u is stored and ``B^T u`` issued (:func:`late_g`)."""
+        the pre-pass wrote the factored loop's rows only (:data:`.decays.PRE_FACTORED`)."""
         mma: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
                                                       instr_shape=[16, P, 16])
         mmaq: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
@@ -180,8 +197,7 @@ if gluon is not None:
         zq = gl.zeros([Q, Q], gl.float32, mmaq)
         lower = (gl.arange(0, Q, layout=gl.SliceLayout(1, mmaq))[:, None]
                  >= gl.arange(0, Q, layout=gl.SliceLayout(0, mmaq))[None, :])
-        if BITMASK:
-            keep = gl.where(lower, -1, 0).to(gl.int16)
+        keep = gl.where(lower, -1, 0).to(gl.int16)          # G's mask words (_masked_g)
         # the decay rows arrive with the chunk's tiles (loaded into registers, even two chunks
         # ahead, each chunk waited for them: ncu s23-4, s24-4, 13-15 % of the samples); the
         # chunk's total decay, a scalar, is loaded a chunk ahead, once the state has taken
@@ -221,25 +237,12 @@ if gluon is not None:
             S0 = warpgroup_mma(b0.permute((1, 0)), u_s, S0, is_async=True)
             if HALVES == 2:
                 S1 = warpgroup_mma(b1.permute((1, 0)), u_s, S1, is_async=True)
-            # in flight: C B^T and C S^T (HALVES groups each), then the state's HALVES
-            if LATE_G:
-                # G's masked entries set to a 0 made from a row read only now (exp(l) >= 0):
-                # with a constant 0 LLVM rounds G to bf16 before masking, and ptxas does that
-                # right after the loads' issue, waiting there for both products before x is
-                # read (SASS, Triton 3.6)
-                e_in = re_s.index(slot).load(gl.SliceLayout(1, mma))
-                naught = gl.convert_layout(gl.minimum(e_in, 0.0), gl.SliceLayout(1, mmaq))
+            # in flight: C B^T and C S^T (HALVES groups each), then the state's HALVES; exp(l)
+            # read before G's wait (read after it: 229 registers against 220, SASS s35)
+            e_in = re_s.index(slot).load(gl.SliceLayout(1, mma))
             Gm = warpgroup_mma_wait(num_outstanding=2 * HALVES, deps=(Gm,))
-            if BITMASK:
-                Wb = gl.inline_asm_elementwise(
-                    "{ cvt.rn.bf16x2.f32 $0, $2, $1; and.b32 $0, $0, $3; }", "=r,r,r,r",
-                    [Gm, keep], dtype=gl.bfloat16, is_pure=True, pack=2)
-                W = gl.convert_layout(Wb, dotA)
-            elif LATE_G:
-                W = gl.convert_layout(gl.where(lower, Gm, naught[:, None]).to(dtype), dotA)
-            else:
-                W = gl.convert_layout(gl.where(lower, Gm, 0.0).to(dtype), dotA)
-            acc = warpgroup_mma(W, u_s, acc, is_async=True)
+            acc = warpgroup_mma(gl.convert_layout(_masked_g(Gm, keep), dotA), u_s, acc,
+                                is_async=True)
             if HALVES == 2:
                 S0, S1 = warpgroup_mma_wait(num_outstanding=1, deps=(S0, S1))
                 S1 = S1 * e_tot
@@ -249,8 +252,6 @@ if gluon is not None:
             S0 = S0 * e_tot
             S_s.index(0).store(S0.to(dtype))
             e_tot = gl.load(etot_ptr + bh * NC + gl.minimum(c + 1, NC - 1))
-            if not LATE_G:
-                e_in = re_s.index(slot).load(gl.SliceLayout(1, mma))
             yv = warpgroup_mma_wait(num_outstanding=0, deps=(acc,))
             yv = yv * e_in[:, None]
             if HAS_D:
@@ -277,15 +278,13 @@ if gluon is not None:
                              Q: gl.constexpr, P: gl.constexpr, N: gl.constexpr,
                              STAGES: gl.constexpr, HAS_D: gl.constexpr,
                              FACTOR_MIN: gl.constexpr, W_ROWS: gl.constexpr,
-                             PDL: gl.constexpr, LATE_G: gl.constexpr,
-                             BITMASK: gl.constexpr):
+                             PDL: gl.constexpr):
         """Grid ``(b * H * PT / P,)``: a program per (b, h, block of P of the PT columns of
         p); x, y as (b T, H PT) and B, C as (b T, G N) tensor descriptors of (Q, P) and (Q, N)
         blocks; ``dec``, ``etot`` the pre-pass's rows (W_ROWS: its ``PRE_FACTORED`` rows);
         hT (b, H, PT, N) fp32. PDL: launched as a programmatic dependent launch (:func:`pdl`):
         wait for the pre-pass to finish before reading its rows, then let the exact launch
-        after this one start (both no-ops without the launch attribute). LATE_G:
-        :func:`late_g`."""
+        after this one start (both no-ops without the launch attribute)."""
         if PDL:
             gdc_wait()
             gdc_launch_dependents()
@@ -301,7 +300,7 @@ if gluon is not None:
         if _factorable_g(etot_ptr, bh, NC, FACTOR_MIN):
             _chunks(x_desc, b_desc, c_desc, y_desc, dec_ptr, etot_ptr, hT_ptr, Dv, b, h,
                     h // (H // G), pb, bh, gl.num_programs(0) // NPB, T, NC, PT, Q, P, N,
-                    STAGES, HAS_D, W_ROWS, LATE_G, BITMASK)
+                    STAGES, HAS_D, W_ROWS)
 
 
 def switched_on(x, capability=None) -> bool:
@@ -350,29 +349,9 @@ def pdl() -> bool:
     for this one. Each hides a launch's latency and its programs' start behind the tail of
     the kernel before it. Never under the interpreter, which has no such launch. Off because
     it bought nothing where it was meant to (H100, NOTES s32-1, N = 64, medians of three):
-    the forward at 4K 0.124 -> 0.121 ms, at 16K 0.465 -> 0.468, and 0.460 -> 0.469 beside
-    :func:`late_g`."""
+    the forward at 4K 0.124 -> 0.121 ms, at 16K 0.465 -> 0.468, and 0.460 -> 0.469 with G
+    masked late (s32's ``LATE_G``, since the kernel's only form)."""
     return _env("SEMISEP_TRITON_PDL", "0") == "1" and not _interpret()
-
-
-def late_g() -> bool:
-    """Whether the kernel masks G only after u is stored and ``B^T u`` issued (the default;
-    ``SEMISEP_TRITON_LATE_G=0`` turns it off). Otherwise ptxas rounds G to bf16 as soon as
-    the next chunk's loads are issued, which waits there for both ``C B^T`` and ``C S^T``: x's
-    read and u's store then follow the products instead of running beside them. The cost:
-    232 registers against 178 at n = 64 (239 against 237 at n = 128; still two CTAs an SM);
-    y is unchanged bit for bit. H100 (benchmarks/NOTES.md s32, b=8, T=16K, h=32, p=64,
-    bf16), with G multiplied by a 1 read as late (32 products a chunk more than the late 0
-    here, 254 registers at n = 128): the kernel 0.437 -> 0.429 ms at n = 64, the forward
-    0.465 -> 0.460 (medians of three; a second process: 0.466 -> 0.468 / 0.482), at n = 128
-    0.576 -> 0.559 (once)."""
-    return _env("SEMISEP_TRITON_LATE_G", "1") == "1"
-
-
-def bit_mask() -> bool:
-    """Whether G is masked as packed bf16 pairs ANDed with loop-invariant mask words
-    (``SEMISEP_TRITON_BITMASK``)."""
-    return _env("SEMISEP_TRITON_BITMASK", "1") == "1"
 
 
 def launch_fwd(x, B, C, D, dec, etot, y, hT, w_rows, pdl=False):
@@ -386,7 +365,6 @@ def launch_fwd(x, B, C, D, dec, etot, y, hT, w_rows, pdl=False):
     views = ((x, rows, h * p), (B, rows, g * n), (C, rows, g * n), (y, rows, h * p))
     args = (dec, etot, D if D is not None else hT, hT, T, h, g, T // Q_GLUON, p)
     consts = dict(Q=Q_GLUON, P=64, N=n, STAGES=STAGES[n], HAS_D=D is not None,
-                  FACTOR_MIN=_FACTOR_MIN, W_ROWS=w_rows, PDL=pdl, LATE_G=late_g(),
-                  BITMASK=bit_mask())
+                  FACTOR_MIN=_FACTOR_MIN, W_ROWS=w_rows, PDL=pdl)
     launch(ssd_fwd_gluon_kernel, (b * h * (p // 64), 1, 1), views, args, consts, x.device,
            pdl=pdl)
