@@ -211,18 +211,19 @@ def gluon_checks(report):
 
 # the cases of gluon_checks: tag, (b, T, h, p, g, n), with z, which of _GLUON_KERNELS they
 # launch, the environment of the run they are compared with (SEMISEP_TRITON_GLUON=0), the
-# chunk_size passed (None: the default). The n = 128 Gluon forward runs chunks of 64 without
-# GRAM: the Triton kernel too, there. At these sizes an n = 128 call's backward runs its
-# whole state at once by default (config.whole_state), which the Gluon sweeps do not take:
-# chunk_size=64 puts the first two n = 128 cases in blocks of 64 columns, the last one runs
-# the default plan (appended last: the earlier cases' draws stay as they were)
+# environment of both runs. The n = 128 Gluon forward runs chunks of 64 without GRAM: the
+# Triton kernel too, there. At these sizes an n = 128 call's backward runs its whole state at
+# once by default (config.whole_state), which the Gluon sweeps do not take: NB=64 puts the
+# first two n = 128 cases in blocks of 64 columns (the plan of such calls before s33); the
+# last one runs the default plan (appended last: the earlier cases' draws stay as they were)
 _SAME_PLAN = {"SEMISEP_TRITON_FWD": "Q=64", "SEMISEP_TRITON_GRAM": "0"}
+_BLOCKS = {"SEMISEP_TRITON_BWD": "NB=64"}
 GLUON_CASES = [
-    ("p128", (2, 4096, 8, 128, 2, 64), False, (1, 0, 0), {}, None),
-    ("p64", (2, 4096, 8, 64, 2, 64), False, (1, 1, 1), {}, None),
-    ("n128", (2, 4096, 8, 64, 2, 128), False, (1, 1, 1), _SAME_PLAN, 64),
-    ("n128 z", (2, 4096, 8, 64, 2, 128), True, (0, 1, 1), {}, 64),
-    ("n128 whole", (2, 4096, 8, 64, 2, 128), False, (1, 0, 0), _SAME_PLAN, None),
+    ("p128", (2, 4096, 8, 128, 2, 64), False, (1, 0, 0), {}, {}),
+    ("p64", (2, 4096, 8, 64, 2, 64), False, (1, 1, 1), {}, {}),
+    ("n128", (2, 4096, 8, 64, 2, 128), False, (1, 1, 1), _SAME_PLAN, _BLOCKS),
+    ("n128 z", (2, 4096, 8, 64, 2, 128), True, (0, 1, 1), {}, _BLOCKS),
+    ("n128 whole", (2, 4096, 8, 64, 2, 128), False, (1, 0, 0), _SAME_PLAN, {}),
 ]
 
 
@@ -239,8 +240,6 @@ def gluon_case_inputs():
         dtb = torch.randn(h, device="cuda") * 0.5
         ins = [x, dt, A, B, C, D, dtb]
         kw = dict(dt=dt, A=A, D=D, dt_bias=dtb, dt_softplus=True)
-        if case[5] is not None:
-            kw["chunk_size"] = case[5]
         if case[2]:
             z = torch.randn(b, T, h, p, device="cuda").to(torch.bfloat16)
             ins.append(z)
@@ -254,12 +253,12 @@ def gluon_case_inputs():
 def _gluon_cases(report):
     """The cases of :func:`gluon_checks`."""
     from semisep.backends.triton import ssd
-    for (tag, _, _, expect, off, _), ins, kw, gy in gluon_case_inputs():
+    for (tag, _, _, expect, off, both), ins, kw, gy in gluon_case_inputs():
         x, B, C = ins[0], ins[3], ins[4]
         runs = {}
         for flag in ("1", "0"):
             with env_set({"SEMISEP_TRITON_ONE_LAUNCH": "0", "SEMISEP_TRITON_GLUON": flag,
-                          **(off if flag == "0" else {})}):
+                          **both, **(off if flag == "0" else {})}):
                 with torch.profiler.profile(
                         activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
                     y, hT = ssd(x, None, B, C, return_final_state=True, **kw)
@@ -276,7 +275,7 @@ def _gluon_cases(report):
         log(f"  dA floor (gy's bf16 rounding alone) {tag}: {rel(gref[2], gexact[2]):.3e}; "
             f"dA against the unrounded gy's gradient {rel(g1[2], gexact[2]):.3e}")
         # a forward that autograd does not record (the pre-pass's factored rows only)
-        with env_set({"SEMISEP_TRITON_ONE_LAUNCH": "0"}), torch.no_grad():
+        with env_set({"SEMISEP_TRITON_ONE_LAUNCH": "0", **both}), torch.no_grad():
             yn, sn = ssd(x, None, B, C, return_final_state=True, **kw)
         report(f"gluon {tag} y without autograd vs with", rel(yn, y1), 1e-6)
         report(f"gluon {tag} final without autograd vs with", rel(sn, s1), 1e-6)
