@@ -331,6 +331,28 @@ def test_registry_backend_triton(triton_on_cpu):
     assert rel(y2, y2r[0, :, 0]) < 1e-5
 
 
+def test_registry_chunk_size_reaches_the_kernels_as_their_chunk(triton_on_cpu, monkeypatch):
+    """``semisep.ssd(..., chunk_size=...)`` hands the kernels a power of two in [16, 32] below
+    64 and leaves 64 and above to their own plan (None), so that Mamba-2's usual 128 or 256
+    gets the default plans (the Gluon forward at n = 128, a small call's whole state)."""
+    import semisep as ss
+    from semisep.backends.triton import ops
+
+    seen, real = [], ops.ssd
+
+    def spy(*args, chunk_size=None, **kw):
+        seen.append(chunk_size)
+        return real(*args, chunk_size=chunk_size, **kw)
+
+    monkeypatch.setattr(ops, "ssd", spy)
+    d = make(T=40, resets=False)
+    yr, _ = naive.ssd_reference(d["x"], d["la"], d["B"], d["C"])
+    for q in (8, 16, 20, 32, 33, 64, 128, 256):
+        y = ss.ssd(d["x"], d["la"], d["B"], d["C"], backend="triton", chunk_size=q)
+        assert rel(y, yr) < 1e-5, q
+    assert seen == [16, 16, 32, 32, None, None, None, None]
+
+
 @pytest.mark.parametrize("pre", ["0", "1"])
 def test_strong_decays_and_resets_in_a_partial_last_chunk(monkeypatch, pre):
     # log-decays down to -1e4 and -inf resets, T not a multiple of the chunk: finite, and

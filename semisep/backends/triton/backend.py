@@ -107,15 +107,19 @@ class TritonBackend(TorchBackend):
 
 
 def _kernel_chunk(chunk_size):
-    """The kernels' chunk: a power of two in [16, 64] (the result does not depend on it).
+    """The kernels' chunk for a requested ``chunk_size``: the least power of two >= it, at
+    least 16, where that is below 64; else None (the kernels' own plan), as for None.
 
-    The library default (64) leaves the choice to the kernels (None).
+    The result does not depend on the chunk (up to rounding). The kernels take chunks of at
+    most 64, and their own plan (chunks of 64 or 32 by n, dtype and size; the Gluon
+    forward's chunks of 64 at n = 128; a small call's backward over its whole state) serves
+    a request for larger ones better than chunks of 64 forced: Mamba-2's ``chunk_size=256``
+    at n = 128 would otherwise run the Triton forward in chunks of 64 with GRAM rather than
+    the Gluon kernel (docs/performance.md).
     """
-    if chunk_size == 64:
-        return None
     if chunk_size is None:
-        return None     # the kernels' own choice
+        return None
     q = 16
-    while q < chunk_size and q < 64:
+    while q < chunk_size:
         q *= 2
-    return q
+    return q if q < 64 else None
