@@ -210,8 +210,9 @@ print(json.dumps([run("--dump-resource-usage"), run("-sass")]))
 def test_compiles_for_sm90_with_asynchronous_products(compiled_for_sm90, n, products, w_rows):
     """No stack; the products a chunk (four wgmma each at n = 64; at n = 128 C B^T and C S^T
     as two of K = 64 and the state's update one a half: 7 x 4); waits that leave some of
-    them in flight, and one full wait only, y's (G's mask as an int16 select instead: a
-    second, before x is read, gluon_fwd._masked_g); with the pre-pass's factored rows
+    them in flight, and one full wait only, y's (with G masked by a select right after its
+    wait, ptxas waited a second time, before x is read: gluon_fwd._masked_g); with the
+    pre-pass's factored rows
     (``W_ROWS``, a forward without autograd) and all of them; as a programmatic dependent
     launch, its wait for the pre-pass (``griddepcontrol.wait``: ACQBULK) before any load."""
     usage, sass = compiled_for_sm90(_COMPILE.replace("N=64, STAGES=2",

@@ -332,9 +332,10 @@ def test_registry_backend_triton(triton_on_cpu):
 
 
 def test_registry_chunk_size_reaches_the_kernels_as_their_chunk(triton_on_cpu, monkeypatch):
-    """``semisep.ssd(..., chunk_size=...)`` hands the kernels a power of two in [16, 32] below
-    64 and leaves 64 and above to their own plan (None), so that Mamba-2's usual 128 or 256
-    gets the default plans (the Gluon forward at n = 128, a small call's whole state)."""
+    """``semisep.ssd(..., chunk_size=...)`` hands the kernels the least power of two >= it
+    (at least 16) up to 32 and leaves larger requests to their own plan (None), so that
+    Mamba-2's usual 128 or 256 gets the default plans (the Gluon forward at n = 128, a small
+    call's whole state); every y is the float64 reference's."""
     import semisep as ss
     from semisep.backends.triton import ops
 

@@ -15,9 +15,9 @@ the next iteration's accumulator, so the Triton kernel waits for each of a chunk
 products before its next statement. Here ``C B^T`` and ``C S^T`` are issued, u is made and
 stored while they run, ``B^T u`` is issued, G is masked once ``C B^T`` is done (as packed
 bf16 pairs ANDed with mask words, :func:`_masked_g`), and ``G u`` runs while the state is
-updated; x, B and C arrive by TMA into a
-ring of buffers, the chunk's decay rows by asynchronous copies beside them, and y leaves by
-TMA; x is read from shared memory once, for u and for ``D x``. At n = 128, B, C and the state
+updated; x, B and C arrive by TMA into a ring of buffers, the chunk's decay rows by
+asynchronous copies beside them, and y leaves by TMA; x is read from shared memory once, for
+u and for ``D x``. At n = 128, B, C and the state
 are held in two halves of 64 columns. H200 (benchmarks/NOTES.md, b=8, T=16K, h=32, p=64,
 bf16): at n = 64 0.52 against 0.62 ms for the kernel (s19), the forward 0.555 -> 0.50 ms with
 the pre-pass once the rows were read ahead (s23), 0.475 -> 0.442 with the rows in the ring, x
