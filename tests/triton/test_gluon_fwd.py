@@ -189,7 +189,7 @@ sig = {name: desc for name in ("x_desc", "b_desc", "c_desc", "y_desc")}
 sig.update({name: "*fp32" for name in ("dec_ptr", "etot_ptr", "D_ptr", "hT_ptr")})
 sig.update({name: "i32" for name in ("T", "H", "G", "NC", "PT")})
 consts = dict(Q=64, P=64, N=64, STAGES=2, HAS_D=True, FACTOR_MIN=2.0 ** -64, W_ROWS=True,
-              PDL=True)
+              HEADS=1, PDL=True, PROBE=0)
 sig.update({name: "constexpr" for name in consts})
 tool = os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin", "cuobjdump")
 if not os.path.exists(tool):
