@@ -1,14 +1,26 @@
 #!/bin/bash
-# s36's H200 call (benchmarks/NOTES.md): exit 3 on another card; the Gluon checks (with the
-# pairs case); the 16K forward by kernel: default, PDL, two heads a program (ring of 3, 4).
-# Run: bash benchmarks/device_run.sh "bash benchmarks/probe/s36b.sh" grid64 (carry [".whl"]).
+# s36's H200 call (benchmarks/NOTES.md), most wanted first (each step's files kept if the call
+# is cut): the N = 64 cells of the issue's targets with the anchors (16K, 2K, 4K, each twice);
+# the 16K forward by kernel (default, PDL, two heads a program); the Gluon checks; then the
+# N = 64 1K / 8K cells and the N = 128 grid.
+# Run: nvidia-smi ... | grep -q H200 || exit 3; bash benchmarks/device_run.sh
+#      "bash benchmarks/probe/s36b.sh" (carry [".whl"]).
 nvidia-smi --query-gpu=name,clocks.max.sm --format=csv,noheader
-nvidia-smi --query-gpu=name --format=csv,noheader | grep -q H200 || exit 3
+grid() {  # grid NAME NS TS REPEAT
+  python3 benchmarks/gpu_ssd.py --skip-checks --Ns $2 --Ts $3 --impls mamba,fla --repeat $4 \
+      --host --out /tmp/keep/$1 > /tmp/keep/$1.log 2>&1
+  grep -E "^N=" /tmp/keep/$1.log | cut -c1-134
+  tar czf $OUT/keep.tgz -C /tmp/keep .
+}
+grid grid64a 64 16384,2048,4096 2
+timeout 100 python3 benchmarks/gpu_profile.py --Ts 16384 --variants default: \
+    pdl:SEMISEP_TRITON_PDL=1 heads2:SEMISEP_TRITON_HEADS=2 default2: \
+    > /tmp/keep/profile.log 2>&1
+awk '/fwd:/{on=1} /fwd\+bwd:/{on=0} on' /tmp/keep/profile.log | cut -c1-110
+tar czf $OUT/keep.tgz -C /tmp/keep .
 timeout 150 python3 benchmarks/gpu_ssd.py --gluon-checks --skip-bench --out /tmp/keep/gluon \
     > /tmp/keep/gluon.log 2>&1
 grep -cE "^  ok" /tmp/keep/gluon.log; grep -E "BAD|Error|done" /tmp/keep/gluon.log | tail -8
-timeout 150 python3 benchmarks/gpu_profile.py --Ts 16384 --variants default: \
-    pdl:SEMISEP_TRITON_PDL=1 heads2:SEMISEP_TRITON_HEADS=2 \
-    "heads2s4:SEMISEP_TRITON_HEADS=2;SEMISEP_PROBE_STAGES=4" default2: \
-    > /tmp/keep/profile.log 2>&1
-awk '/fwd:/{on=1} /fwd\+bwd:/{on=0} on' /tmp/keep/profile.log | cut -c1-110
+tar czf $OUT/keep.tgz -C /tmp/keep .
+grid grid64b 64 1024,8192 2
+grid grid128 128 1024,2048,4096,8192,16384 1
