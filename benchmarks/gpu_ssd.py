@@ -215,8 +215,7 @@ def gluon_checks(report):
 # Triton kernel too, there. At these sizes an n = 128 call's backward runs its whole state at
 # once by default (config.whole_state), which the Gluon sweeps do not take: NB=64 puts the
 # first two n = 128 cases in blocks of 64 columns (the plan of such calls before s33); the
-# fifth runs the default plan; the sixth two heads a program of the Gluon forward, head 3's
-# pair (A = -1e4) half on the exact launch (appended: the earlier cases' draws stay as they were)
+# last one runs the default plan (appended last: the earlier cases' draws stay as they were)
 _SAME_PLAN = {"SEMISEP_TRITON_FWD": "Q=64", "SEMISEP_TRITON_GRAM": "0"}
 _BLOCKS = {"SEMISEP_TRITON_BWD": "NB=64"}
 GLUON_CASES = [
@@ -225,7 +224,6 @@ GLUON_CASES = [
     ("n128", (2, 4096, 8, 64, 2, 128), False, (1, 1, 1), _SAME_PLAN, _BLOCKS),
     ("n128 z", (2, 4096, 8, 64, 2, 128), True, (0, 1, 1), {}, _BLOCKS),
     ("n128 whole", (2, 4096, 8, 64, 2, 128), False, (1, 0, 0), _SAME_PLAN, {}),
-    ("p64 pairs", (2, 4096, 8, 64, 2, 64), False, (1, 1, 1), {}, {"SEMISEP_TRITON_HEADS": "2"}),
 ]
 
 

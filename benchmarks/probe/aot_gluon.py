@@ -39,8 +39,7 @@ def kernels():
                  W_ROWS=os.environ.get("W_ROWS", "1") == "1")
     bwd = dict(Q=64, P=64, N=64, NT=int(os.environ.get('NT', 64)), STAGES=2, HAS_D=True)
     fmin = dict(FACTOR_MIN=2.0 ** -64)
-    pdl = dict(HEADS=int(os.environ.get("HEADS", 1)), PDL=os.environ.get("PDL", "1") == "1",
-               PROBE=int(os.environ.get("PROBE", 0)))
+    pdl = dict(PDL=os.environ.get("PDL", "1") == "1")
     return {
         "fwd": (gluon_fwd.ssd_fwd_gluon_kernel,
                 _sig(("x_desc", "b_desc", "c_desc", "y_desc"),
@@ -68,7 +67,7 @@ def kernels():
 
 def report(name, fn, sig, consts):
     k = triton.compile(GluonASTSource(fn, sig, consts), target=GPUTarget("cuda", 90, 32),
-                       options=dict(num_warps=4 * consts.get("HEADS", 1)))
+                       options=dict(num_warps=4))
     with tempfile.TemporaryDirectory() as d:
         cubin, ptx = os.path.join(d, "k.cubin"), os.path.join(d, "k.ptx")
         open(cubin, "wb").write(k.asm["cubin"])

@@ -1,7 +1,7 @@
 #!/bin/bash
 # s36's H200 call (benchmarks/NOTES.md), most wanted first (each step's files kept if the call
 # is cut): the N = 64 cells of the issue's targets with the anchors (16K, 2K, 4K, each twice);
-# the 16K forward by kernel (default, PDL, two heads a program); the Gluon checks; then the
+# the 16K forward by kernel (default, PDL); the Gluon checks; then the
 # N = 64 1K / 8K cells and the N = 128 grid.
 # Run: nvidia-smi ... | grep -q H200 || exit 3; bash benchmarks/device_run.sh
 #      "bash benchmarks/probe/s36b.sh" (carry [".whl"]).
@@ -14,7 +14,7 @@ grid() {  # grid NAME NS TS REPEAT
 }
 grid grid64a 64 16384,2048,4096 2
 timeout 100 python3 benchmarks/gpu_profile.py --Ts 16384 --variants default: \
-    pdl:SEMISEP_TRITON_PDL=1 heads2:SEMISEP_TRITON_HEADS=2 default2: \
+    pdl:SEMISEP_TRITON_PDL=1 default2: pdl2:SEMISEP_TRITON_PDL=1 \
     > /tmp/keep/profile.log 2>&1
 awk '/fwd:/{on=1} /fwd\+bwd:/{on=0} on' /tmp/keep/profile.log | cut -c1-110
 tar czf $OUT/keep.tgz -C /tmp/keep .

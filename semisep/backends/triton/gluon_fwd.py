@@ -78,29 +78,21 @@ if gluon is not None:
 
     @gluon.jit
     def _load_chunk(x_desc, b_desc, c_desc, bar, xs, b_s, c_s, k, row, xcol, bcol,
-                    H2: gl.constexpr, HALVES: gl.constexpr, HEADS: gl.constexpr,
-                    nbytes: gl.constexpr, PROBE: gl.constexpr):
-        """Chunk rows ``row..`` of x (columns ``xcol..``, in ``HEADS`` boxes of a head's P
-        columns) into ``xs`` and of B and C (columns ``bcol..``, in ``HALVES`` boxes of
-        ``H2`` columns) into slots ``k..`` of ``b_s`` and ``c_s``, by TMA, signalling
-        ``bar``."""
-        P: gl.constexpr = x_desc.block_type.shape[1]
-        if PROBE == 1:
-            mbarrier.expect(bar, 2 * xs.shape[0] * xs.shape[1])
-        else:
-            mbarrier.expect(bar, nbytes)
-        for j in gl.static_range(HEADS):
-            _tma_load(x_desc, [row, xcol + j * P], bar, xs.slice(j * P, P, dim=1))
-        if PROBE != 1:
-            for i in gl.static_range(HALVES):
-                _tma_load(b_desc, [row, bcol + i * H2], bar, b_s.index(k + i))
-                _tma_load(c_desc, [row, bcol + i * H2], bar, c_s.index(k + i))
+                    H2: gl.constexpr, HALVES: gl.constexpr, nbytes: gl.constexpr):
+        """Chunk rows ``row..`` of x (columns ``xcol..``) into ``xs`` and of B and C (columns
+        ``bcol..``, in ``HALVES`` boxes of ``H2`` columns) into slots ``k..`` of ``b_s`` and
+        ``c_s``, by TMA, signalling ``bar``."""
+        mbarrier.expect(bar, nbytes)
+        _tma_load(x_desc, [row, xcol], bar, xs)
+        for i in gl.static_range(HALVES):
+            _tma_load(b_desc, [row, bcol + i * H2], bar, b_s.index(k + i))
+            _tma_load(c_desc, [row, bcol + i * H2], bar, c_s.index(k + i))
+
     @gluon.jit
     def _factorable_g(etot_ptr, bh, NC, FACTOR_MIN: gl.constexpr):
         """Whether every chunk of row ``bh`` of the chunk decays exceeds FACTOR_MIN:
         :func:`.decays._factorable`, whose ``tl.arange`` without a layout Gluon refuses."""
-        lay: gl.constexpr = gl.BlockedLayout([1024 // (32 * gl.num_warps())], [32],
-                                             [gl.num_warps()], [0])
+        lay: gl.constexpr = gl.BlockedLayout([8], [32], [4], [0])
         offs = gl.arange(0, 1024, layout=lay)
         row = etot_ptr + bh * NC
         least = gl.min(gl.load(row + offs, mask=offs < NC, other=1.0), axis=0)
@@ -110,44 +102,22 @@ if gluon is not None:
         return least > FACTOR_MIN
 
     @gluon.jit
-    def _load_rows(dec_ptr, bh, BH, TP, t0, rd, ri, re, k, bar, W_ROWS: gl.constexpr,
-                   HEADS: gl.constexpr):
+    def _load_rows(dec_ptr, bh, BH, TP, t0, rd, ri, re, bar, W_ROWS: gl.constexpr):
         """The pre-pass's rows dt, exp(-l) and exp(l) (rows 0, 5 and 3 of ``dec``; with
-        W_ROWS ``w = dt exp(-l)`` and exp(l), rows 0 and 1, ``ri`` unused) of heads
-        ``bh..bh + HEADS - 1`` at the chunk's positions from ``t0`` into slots ``k..`` of the
-        rings ``rd``, ``ri``, ``re`` (one a row: in one buffer Triton's barrier analysis puts
-        a CTA barrier between every two copies) by asynchronous copies, each thread arriving
-        on ``bar`` when its copies have landed (``bar`` counts one arrival a thread beside
-        the TMA's expect)."""
-        pos = gl.arange(0, rd.shape[1], layout=gl.BlockedLayout([1], [32], [gl.num_warps()],
+        W_ROWS ``w = dt exp(-l)`` and exp(l), rows 0 and 1, ``ri`` unused) at the chunk's
+        positions from ``t0`` into the buffers ``rd``, ``ri``, ``re`` (one a row: in one
+        buffer Triton's barrier analysis puts a CTA barrier between every two copies) by
+        asynchronous copies, each thread arriving on ``bar`` when its copies have landed
+        (``bar`` counts one arrival a thread beside the TMA's expect)."""
+        pos = gl.arange(0, rd.shape[0], layout=gl.BlockedLayout([1], [32], [gl.num_warps()],
                                                                   [0]))
-        for j in gl.static_range(HEADS):
-            _cp_async(rd.index(k + j), dec_ptr + (bh + j) * TP + t0 + pos)
-            if W_ROWS:
-                _cp_async(re.index(k + j), dec_ptr + (BH + bh + j) * TP + t0 + pos)
-            else:
-                _cp_async(ri.index(k + j), dec_ptr + (5 * BH + bh + j) * TP + t0 + pos)
-                _cp_async(re.index(k + j), dec_ptr + (3 * BH + bh + j) * TP + t0 + pos)
-        async_copy.mbarrier_arrive(bar, increment_count=False)
-
-    @gluon.jit
-    def _head_rows(ring, k, head, lay: gl.constexpr, HEADS: gl.constexpr):
-        """Slots ``k..k + HEADS - 1`` of a ring of rows as a factor of a (Q, HEADS P) tile
-        of layout ``lay`` whose column j belongs to head ``head[j]``: (Q, 1) for one head,
-        else (Q, HEADS P), each column taking its head's row."""
-        r = ring.index(k).load(gl.SliceLayout(1, lay))[:, None]
-        for j in gl.static_range(1, HEADS):
-            r = gl.where(head[None, :] == j,
-                         ring.index(k + j).load(gl.SliceLayout(1, lay))[:, None], r)
-        return r
-
-    @gluon.jit
-    def _head_values(ptr, stride, head, HEADS: gl.constexpr):
-        """``ptr[0]`` for one head, else the (1, HEADS P) row ``ptr[head[j] * stride]``."""
-        if HEADS == 1:
-            return gl.load(ptr)
+        _cp_async(rd, dec_ptr + bh * TP + t0 + pos)
+        if W_ROWS:
+            _cp_async(re, dec_ptr + (BH + bh) * TP + t0 + pos)
         else:
-            return gl.load(ptr + head * stride)[None, :]
+            _cp_async(ri, dec_ptr + (5 * BH + bh) * TP + t0 + pos)
+            _cp_async(re, dec_ptr + (3 * BH + bh) * TP + t0 + pos)
+        async_copy.mbarrier_arrive(bar, increment_count=False)
 
     @gluon.jit
     def _masked_g(Gm, keep):
@@ -167,27 +137,18 @@ if gluon is not None:
             dtype=gl.bfloat16, is_pure=True, pack=2)
 
     @gluon.jit
-    def _chunks(x_desc, b_desc, c_desc, y_desc, dec_ptr, etot_ptr, D_ptr, hT_ptr, facs, b, h,
-                grp, pb, bh, BH, T, NC, PT, Q: gl.constexpr, P: gl.constexpr, N: gl.constexpr,
-                STAGES: gl.constexpr, HAS_D: gl.constexpr, W_ROWS: gl.constexpr,
-                HEADS: gl.constexpr, PROBE: gl.constexpr):
+    def _chunks(x_desc, b_desc, c_desc, y_desc, dec_ptr, etot_ptr, hT_ptr, Dv, b, h, grp, pb,
+                bh, BH, T, NC, PT, Q: gl.constexpr, P: gl.constexpr, N: gl.constexpr,
+                STAGES: gl.constexpr, HAS_D: gl.constexpr, W_ROWS: gl.constexpr):
         """The loop over the chunks of one program (module docstring). B, C and the state
         ``S^T`` are held in ``HALVES = N / 64`` blocks of 64 columns (at N = 128: a TMA box of
         64 bf16 columns is the 128-byte swizzle's width), so that ``C B^T`` and ``C S^T`` are
         one product of K = 64 per half and the state's update one product per half. W_ROWS:
-        the pre-pass wrote the factored loop's rows only (:data:`.decays.PRE_FACTORED`).
-        HEADS: the program's heads ``h..h + HEADS - 1`` (one group), side by side as the
-        columns of x, u, y and the state, a warpgroup each, sharing the chunk's B and C and
-        its ``lower(C B^T)`` (each warpgroup computes half of it and passes it through shared
-        memory); bit j of ``facs``: head j's chunks are all factorable (its y and state stored,
-        the exact launch running the others)."""
-        HP: gl.constexpr = HEADS * P
-        mma: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0],
-                                                      warps_per_cta=[4, HEADS],
+        the pre-pass wrote the factored loop's rows only (:data:`.decays.PRE_FACTORED`)."""
+        mma: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
                                                       instr_shape=[16, P, 16])
-        mmaq: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0],
-                                                       warps_per_cta=[4, HEADS],
-                                                       instr_shape=[16, Q // HEADS, 16])
+        mmaq: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
+                                                       instr_shape=[16, Q, 16])
         dotA: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=mma, k_width=2)
         dtype: gl.constexpr = x_desc.dtype
         sl: gl.constexpr = x_desc.layout
@@ -195,24 +156,22 @@ if gluon is not None:
         HALVES: gl.constexpr = N // H2
 
         TP = NC * Q
-        x_s = gl.allocate_shared_memory(dtype, [STAGES, Q, HP], sl)
+        x_s = gl.allocate_shared_memory(dtype, [STAGES, Q, P], sl)
         b_s = gl.allocate_shared_memory(dtype, [HALVES * STAGES, Q, H2], b_desc.layout)
         c_s = gl.allocate_shared_memory(dtype, [HALVES * STAGES, Q, H2], c_desc.layout)
-        u_s = gl.allocate_shared_memory(dtype, [Q, HP], sl)
-        S_s = gl.allocate_shared_memory(dtype, [HALVES, H2, HP], sl)   # the state entering
+        u_s = gl.allocate_shared_memory(dtype, [Q, P], sl)
+        S_s = gl.allocate_shared_memory(dtype, [HALVES, H2, P], sl)   # the state entering
         if HALVES == 1:
-            y_s = gl.allocate_shared_memory(dtype, [Q, HP], y_desc.layout)
+            y_s = gl.allocate_shared_memory(dtype, [Q, P], y_desc.layout)
         else:
             # y leaves from u's buffer: with a buffer of its own the N = 128 kernel takes
             # 116240 B of shared memory, past the 115712 that two CTAs an SM allow
             y_s = u_s
-        if HEADS > 1:
-            g_s = gl.allocate_shared_memory(dtype, [Q, Q], sl)     # lower(C B^T), shared
-        # the chunk's decay rows beside its tiles (_load_rows), HEADS slots a chunk
+        # the chunk's decay rows beside its tiles (_load_rows)
         rl: gl.constexpr = gl.SwizzledSharedLayout(1, 1, 1, [0])
-        rd_s = gl.allocate_shared_memory(gl.float32, [STAGES * HEADS, Q], rl)
-        ri_s = gl.allocate_shared_memory(gl.float32, [STAGES * HEADS, Q], rl)
-        re_s = gl.allocate_shared_memory(gl.float32, [STAGES * HEADS, Q], rl)
+        rd_s = gl.allocate_shared_memory(gl.float32, [STAGES, Q], rl)
+        ri_s = gl.allocate_shared_memory(gl.float32, [STAGES, Q], rl)
+        re_s = gl.allocate_shared_memory(gl.float32, [STAGES, Q], rl)
         bars = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
         for s in gl.static_range(STAGES):
             # the TMA's expect, and each thread's copies of the rows
@@ -220,35 +179,30 @@ if gluon is not None:
 
         row0 = b * T
         xcol = h * PT + pb * P
-        nbytes: gl.constexpr = 2 * Q * (HP + 2 * N)
+        nbytes: gl.constexpr = 2 * Q * (P + 2 * N)
         for s in gl.static_range(STAGES - 1):
             if s < NC:
-                _load_rows(dec_ptr, bh, BH, TP, s * Q, rd_s, ri_s, re_s, HEADS * s,
-                           bars.index(s), W_ROWS, HEADS)
+                _load_rows(dec_ptr, bh, BH, TP, s * Q, rd_s.index(s), ri_s.index(s),
+                           re_s.index(s), bars.index(s), W_ROWS)
                 _load_chunk(x_desc, b_desc, c_desc, bars.index(s), x_s.index(s), b_s, c_s,
-                            HALVES * s, row0 + s * Q, xcol, grp * N, H2, HALVES, HEADS,
-                            nbytes, 0)
+                            HALVES * s, row0 + s * Q, xcol, grp * N, H2, HALVES, nbytes)
 
-        S0 = gl.zeros([H2, HP], gl.float32, mma)
+        S0 = gl.zeros([H2, P], gl.float32, mma)
         S_s.index(0).store(S0.to(dtype))
         if HALVES == 2:
-            S1 = gl.zeros([H2, HP], gl.float32, mma)
+            S1 = gl.zeros([H2, P], gl.float32, mma)
             S_s.index(1).store(S1.to(dtype))
         fence_async_shared()
-        zero = gl.zeros([Q, HP], gl.float32, mma)
+        zero = gl.zeros([Q, P], gl.float32, mma)
         zq = gl.zeros([Q, Q], gl.float32, mmaq)
         lower = (gl.arange(0, Q, layout=gl.SliceLayout(1, mmaq))[:, None]
                  >= gl.arange(0, Q, layout=gl.SliceLayout(0, mmaq))[None, :])
         keep = gl.where(lower, -1, 0).to(gl.int16)          # G's mask words (_masked_g)
-        head = gl.arange(0, HP, layout=gl.SliceLayout(0, mma)) // P    # each column's head
-        Dv = 0.0
-        if HAS_D:
-            Dv = _head_values(D_ptr + h, 1, head, HEADS).to(gl.float32)
         # the decay rows arrive with the chunk's tiles (loaded into registers, even two chunks
         # ahead, each chunk waited for them: ncu s23-4, s24-4, 13-15 % of the samples); the
-        # chunk's total decay, a scalar a head, is loaded a chunk ahead, once the state has
-        # taken the current one
-        e_tot = _head_values(etot_ptr + bh * NC, NC, head, HEADS)
+        # chunk's total decay, a scalar, is loaded a chunk ahead, once the state has taken
+        # the current one
+        e_tot = gl.load(etot_ptr + bh * NC)
         for c in range(NC):
             slot = c % STAGES
             t0 = c * Q
@@ -267,34 +221,28 @@ if gluon is not None:
             nxt = c + STAGES - 1
             if nxt < NC:
                 ns = nxt % STAGES
-                _load_rows(dec_ptr, bh, BH, TP, nxt * Q, rd_s, ri_s, re_s, HEADS * ns,
-                           bars.index(ns), W_ROWS, HEADS)
+                _load_rows(dec_ptr, bh, BH, TP, nxt * Q, rd_s.index(ns), ri_s.index(ns),
+                           re_s.index(ns), bars.index(ns), W_ROWS)
                 _load_chunk(x_desc, b_desc, c_desc, bars.index(ns), x_s.index(ns), b_s, c_s,
-                            HALVES * ns, row0 + nxt * Q, xcol, grp * N, H2, HALVES, HEADS,
-                            nbytes, PROBE)
+                            HALVES * ns, row0 + nxt * Q, xcol, grp * N, H2, HALVES, nbytes)
             # x read from shared memory once, in the products' layout, for u and for D x
             xm = xs.load(mma)
-            w = _head_rows(rd_s, HEADS * slot, head, mma, HEADS)
+            w = rd_s.index(slot).load(gl.SliceLayout(1, mma))
             if not W_ROWS:
-                w = w * _head_rows(ri_s, HEADS * slot, head, mma, HEADS)   # dt exp(-l)
+                w = w * ri_s.index(slot).load(gl.SliceLayout(1, mma))      # dt exp(-l)
             if HALVES == 2:
                 tma.store_wait(pendings=0)      # the previous chunk's y has left u's buffer
-            u_s.store((xm.to(gl.float32) * w).to(dtype))
+            u_s.store((xm.to(gl.float32) * w[:, None]).to(dtype))
             fence_async_shared()
             S0 = warpgroup_mma(b0.permute((1, 0)), u_s, S0, is_async=True)
             if HALVES == 2:
                 S1 = warpgroup_mma(b1.permute((1, 0)), u_s, S1, is_async=True)
             # in flight: C B^T and C S^T (HALVES groups each), then the state's HALVES; exp(l)
             # read before G's wait (read after it: 229 registers against 220, SASS s35)
-            e_in = _head_rows(re_s, HEADS * slot, head, mma, HEADS)
+            e_in = re_s.index(slot).load(gl.SliceLayout(1, mma))
             Gm = warpgroup_mma_wait(num_outstanding=2 * HALVES, deps=(Gm,))
-            if HEADS == 1:
-                acc = warpgroup_mma(gl.convert_layout(_masked_g(Gm, keep), dotA), u_s, acc,
-                                    is_async=True)
-            else:
-                g_s.store(_masked_g(Gm, keep))
-                fence_async_shared()
-                acc = warpgroup_mma(g_s, u_s, acc, is_async=True)
+            acc = warpgroup_mma(gl.convert_layout(_masked_g(Gm, keep), dotA), u_s, acc,
+                                is_async=True)
             if HALVES == 2:
                 S0, S1 = warpgroup_mma_wait(num_outstanding=1, deps=(S0, S1))
                 S1 = S1 * e_tot
@@ -303,30 +251,24 @@ if gluon is not None:
                 S0 = warpgroup_mma_wait(num_outstanding=1, deps=(S0,))
             S0 = S0 * e_tot
             S_s.index(0).store(S0.to(dtype))
-            e_tot = _head_values(etot_ptr + bh * NC + gl.minimum(c + 1, NC - 1), NC, head,
-                                 HEADS)
+            e_tot = gl.load(etot_ptr + bh * NC + gl.minimum(c + 1, NC - 1))
             yv = warpgroup_mma_wait(num_outstanding=0, deps=(acc,))
-            yv = yv * e_in
+            yv = yv * e_in[:, None]
             if HAS_D:
                 yv = yv + xm.to(gl.float32) * Dv
             if HALVES == 1:
                 tma.store_wait(pendings=0)      # the previous chunk's y has left y_s
             y_s.store(yv.to(dtype))
             fence_async_shared()                # for y's copy and the next chunk's S^T
-            if PROBE != 2:
-                for j in gl.static_range(HEADS):
-                    if (facs >> j) & 1:
-                        _tma_store(y_desc, [row0 + t0, xcol + j * P], y_s.slice(j * P, P, 1))
+            _tma_store(y_desc, [row0 + t0, xcol], y_s)
         tma.store_wait(pendings=0)
-        # the final state, (b, H, PT, N) fp32, from the halves of S^T (N, HEADS P): head j's
-        # block of P follows head j - 1's (PT = P where HEADS > 1)
+        # the final state, (b, H, PT, N) fp32, from the halves of S^T (N, P)
         offs_n = gl.arange(0, H2, layout=gl.SliceLayout(1, mma))
-        offs_p = gl.arange(0, HP, layout=gl.SliceLayout(0, mma))
+        offs_p = gl.arange(0, P, layout=gl.SliceLayout(0, mma))
         out = hT_ptr + bh * PT * N + (pb * P + offs_p[None, :]) * N + offs_n[:, None]
-        stored = ((facs >> head) & 1)[None, :] != 0
-        gl.store(out, S0, mask=stored)
+        gl.store(out, S0)
         if HALVES == 2:
-            gl.store(out + H2, S1, mask=stored)
+            gl.store(out + H2, S1)
         for s in gl.static_range(STAGES):
             mbarrier.invalidate(bars.index(s))
 
@@ -336,31 +278,29 @@ if gluon is not None:
                              Q: gl.constexpr, P: gl.constexpr, N: gl.constexpr,
                              STAGES: gl.constexpr, HAS_D: gl.constexpr,
                              FACTOR_MIN: gl.constexpr, W_ROWS: gl.constexpr,
-                             HEADS: gl.constexpr, PDL: gl.constexpr, PROBE: gl.constexpr):
-        """Grid ``(b * H * PT / (HEADS P),)``: a program per (b, HEADS heads, block of P of
-        the PT columns of p; PT = P where HEADS > 1); x, y as (b T, H PT) and B, C as
-        (b T, G N) tensor descriptors of (Q, P) and (Q, 64) blocks; ``dec``, ``etot`` the
-        pre-pass's rows (W_ROWS: its ``PRE_FACTORED`` rows); hT (b, H, PT, N) fp32. PDL:
-        launched as a programmatic dependent launch (:func:`pdl`): wait for the pre-pass to
-        finish before reading its rows, then let the exact launch after this one start (both
-        no-ops without the launch attribute)."""
+                             PDL: gl.constexpr):
+        """Grid ``(b * H * PT / P,)``: a program per (b, h, block of P of the PT columns of
+        p); x, y as (b T, H PT) and B, C as (b T, G N) tensor descriptors of (Q, P) and (Q, N)
+        blocks; ``dec``, ``etot`` the pre-pass's rows (W_ROWS: its ``PRE_FACTORED`` rows);
+        hT (b, H, PT, N) fp32. PDL: launched as a programmatic dependent launch (:func:`pdl`):
+        wait for the pre-pass to finish before reading its rows, then let the exact launch
+        after this one start (both no-ops without the launch attribute)."""
         if PDL:
             gdc_wait()
             gdc_launch_dependents()
         NPB = PT // P
-        HH = H // HEADS
         pid = gl.program_id(0)
         pb = pid % NPB
-        b = pid // NPB // HH
-        h = pid // NPB % HH * HEADS
+        b = pid // NPB // H
+        h = pid // NPB % H
         bh = (b * H + h).to(gl.int64)
-        facs = 0
-        for j in gl.static_range(HEADS):
-            facs = facs | (_factorable_g(etot_ptr, bh + j, NC, FACTOR_MIN).to(gl.int32) << j)
-        if facs != 0:
-            _chunks(x_desc, b_desc, c_desc, y_desc, dec_ptr, etot_ptr, D_ptr, hT_ptr, facs, b,
-                    h, h // (H // G), pb, bh, gl.num_programs(0) // NPB * HEADS, T, NC, PT, Q,
-                    P, N, STAGES, HAS_D, W_ROWS, HEADS, PROBE)
+        Dv = 0.0
+        if HAS_D:
+            Dv = gl.load(D_ptr + h).to(gl.float32)
+        if _factorable_g(etot_ptr, bh, NC, FACTOR_MIN):
+            _chunks(x_desc, b_desc, c_desc, y_desc, dec_ptr, etot_ptr, hT_ptr, Dv, b, h,
+                    h // (H // G), pb, bh, gl.num_programs(0) // NPB, T, NC, PT, Q, P, N,
+                    STAGES, HAS_D, W_ROWS)
 
 
 def switched_on(x, capability=None) -> bool:
@@ -414,31 +354,17 @@ def pdl() -> bool:
     return _env("SEMISEP_TRITON_PDL", "0") == "1" and not _interpret()
 
 
-def heads(x, B) -> int:
-    """The heads a program of :func:`ssd_fwd_gluon_kernel` takes: two where
-    ``SEMISEP_TRITON_HEADS=2`` and the call allows (n = 64, p = 64, an even number of heads
-    in each group), else one."""
-    b, T, h, p = x.shape
-    g, n = B.shape[2], B.shape[3]
-    two = (_env("SEMISEP_TRITON_HEADS", "1") == "2" and n == N_GLUON and p == 64
-           and (h // g) % 2 == 0)
-    return 2 if two else 1
-
-
 def launch_fwd(x, B, C, D, dec, etot, y, hT, w_rows, pdl=False):
     """Launch :func:`ssd_fwd_gluon_kernel` into ``y`` and ``hT`` (x, B, C contiguous, B and C
-    in x's dtype), with a ring of :data:`STAGES` chunks and :func:`heads` heads a program;
-    ``w_rows``: ``dec`` holds the pre-pass's ``PRE_FACTORED`` rows (else all of them);
-    ``pdl``: as a programmatic dependent launch (:func:`pdl`)."""
+    in x's dtype), with a ring of :data:`STAGES` chunks; ``w_rows``: ``dec`` holds the
+    pre-pass's ``PRE_FACTORED`` rows (else all of them); ``pdl``: as a programmatic dependent
+    launch (:func:`pdl`)."""
     b, T, h, p = x.shape
     g, n = B.shape[2], B.shape[3]
-    hp = heads(x, B)
     rows = b * T
     views = ((x, rows, h * p), (B, rows, g * n), (C, rows, g * n), (y, rows, h * p))
     args = (dec, etot, D if D is not None else hT, hT, T, h, g, T // Q_GLUON, p)
-    consts = dict(Q=Q_GLUON, P=64, N=n, STAGES=int(_env("SEMISEP_PROBE_STAGES", str(STAGES[n]))),
-                  HAS_D=D is not None,
-                  FACTOR_MIN=_FACTOR_MIN, W_ROWS=w_rows, HEADS=hp, PDL=pdl,
-                  PROBE=int(_env("SEMISEP_PROBE_FWD", "0")))
-    launch(ssd_fwd_gluon_kernel, (b * h * (p // 64) // hp, 1, 1), views, args, consts,
-           x.device, pdl=pdl, num_warps=4 * hp)
+    consts = dict(Q=Q_GLUON, P=64, N=n, STAGES=STAGES[n], HAS_D=D is not None,
+                  FACTOR_MIN=_FACTOR_MIN, W_ROWS=w_rows, PDL=pdl)
+    launch(ssd_fwd_gluon_kernel, (b * h * (p // 64), 1, 1), views, args, consts, x.device,
+           pdl=pdl)

@@ -103,25 +103,25 @@ def _direct(compiled, ndesc):
     return run
 
 
-def launch(kernel, grid, views, args, consts, device, pdl=False, num_warps=4):
-    """Launch the Gluon ``kernel`` on ``grid`` (``num_warps`` a program): its TMA descriptors
+def launch(kernel, grid, views, args, consts, device, pdl=False):
+    """Launch the Gluon ``kernel`` on ``grid`` (one warpgroup a program): its TMA descriptors
     of ``views`` (``(tensor, rows, cols)`` each, bf16, contiguous, 16-byte aligned), then
     ``args``, then the constexprs ``consts`` (in the kernel's order), on ``device``; ``pdl``:
     as a programmatic dependent launch (one of ``consts`` must say so too: the key)."""
     if not _enabled():
         # the compiled kernel's calling convention is checked for fastlaunch._TESTED only
         # (and SEMISEP_TRITON_FAST_LAUNCH=0 turns the cache off, as for the Triton kernels)
-        kernel[grid](*[descriptor(*v) for v in views], *args, **consts,
-                     num_warps=num_warps, launch_pdl=pdl)
+        kernel[grid](*[descriptor(*v) for v in views], *args, **consts, num_warps=4,
+                     launch_pdl=pdl)
         return
     from triton import knobs    # here: triton.knobs is not in every Triton version
 
-    key = (kernel.fn.__name__, device.index, _specs(args), *consts.values(), num_warps,
+    key = (kernel.fn.__name__, device.index, _specs(args), *consts.values(),
            knobs.runtime.debug, knobs.compilation.instrumentation_mode)
     hit = _COMPILED.get(key)
     if hit is None:
         compiled = kernel[grid](*[descriptor(*v) for v in views], *args, **consts,
-                                num_warps=num_warps, launch_pdl=pdl)
+                                num_warps=4, launch_pdl=pdl)
         if len(_COMPILED) >= MAX_ENTRIES:
             _COMPILED.clear()
         _COMPILED[key] = (compiled, _direct(compiled, len(views)))
