@@ -4,7 +4,8 @@ over T: 128-byte pieces of rows 4 KB apart) slower than a contiguous copy on the
     python benchmarks/probe/copy_pattern.py
 
 Prints GB/s (read + write) of torch's copy and of Triton copy kernels with that pattern: one
-program per (b, h) over all of T, per (b, h, span of T), and per (b, chunk) over all heads.
+program per (b, h) over all of T (also reading each chunk's B and C beside x, s36), per
+(b, h, span of T), and per (b, chunk) over all heads.
 """
 import torch
 import triton
@@ -45,8 +46,8 @@ def copy_bt(x_ptr, y_ptr, T, H, P: tl.constexpr, Q: tl.constexpr, HB: tl.constex
 def copy_bh_bc(x_ptr, y_ptr, b_ptr, c_ptr, T, H, N: tl.constexpr, P: tl.constexpr,
                Q: tl.constexpr):
     """copy_bh over all of T, each chunk also reading the (Q, N) tiles of B and C (b, T, N)
-    that every head of a b shares (from L2, as the forward reads them), y = x + B C-free sum
-    (a row sum of B * C, so that the loads stay)."""
+    that every head of a b shares (from L2, as the forward reads them): y = x + the row sums
+    of B * C (so that the loads stay). Its GB/s count x and y only."""
     pid = tl.program_id(0)
     b = pid // H
     h = pid % H
