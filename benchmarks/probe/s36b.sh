@@ -1,8 +1,8 @@
 #!/bin/bash
 # s36's H200 call (benchmarks/NOTES.md), most wanted first (each step's files kept if the call
 # is cut): the N = 64 cells of the issue's targets with the anchors (16K, 2K, 4K, each twice);
-# the 16K forward by kernel (default, PDL); the Gluon checks; then the
-# N = 64 1K / 8K cells and the N = 128 grid.
+# the 16K forward by kernel (default, PDL); the Gluon checks; then the N = 64 1K / 8K cells
+# and the N = 128 grid. Not yet run (no H200 came in s36).
 # Run: nvidia-smi ... | grep -q H200 || exit 3; bash benchmarks/device_run.sh
 #      "bash benchmarks/probe/s36b.sh" (carry [".whl"]).
 nvidia-smi --query-gpu=name,clocks.max.sm --format=csv,noheader
