@@ -18,9 +18,7 @@ timeout 100 python3 benchmarks/gpu_profile.py --Ts 16384 --variants default: \
     > /tmp/keep/profile.log 2>&1
 awk '/fwd:/{on=1} /fwd\+bwd:/{on=0} on' /tmp/keep/profile.log | cut -c1-110
 tar czf $OUT/keep.tgz -C /tmp/keep .
-timeout 150 python3 benchmarks/gpu_ssd.py --gluon-checks --skip-bench --out /tmp/keep/gluon \
-    > /tmp/keep/gluon.log 2>&1
-grep -cE "^  ok" /tmp/keep/gluon.log; grep -E "BAD|Error|done" /tmp/keep/gluon.log | tail -8
+bash benchmarks/probe/s35.sh
 tar czf $OUT/keep.tgz -C /tmp/keep .
 grid grid64b 64 1024,8192 2
 grid grid128 128 1024,2048,4096,8192,16384 1

@@ -212,9 +212,9 @@ def test_compiles_for_sm90_with_asynchronous_products(compiled_for_sm90, n, prod
     as two of K = 64 and the state's update one a half: 7 x 4); waits that leave some of
     them in flight, and one full wait only, y's (with G masked by a select right after its
     wait, ptxas waited a second time, before x is read: gluon_fwd._masked_g); with the
-    pre-pass's factored rows
-    (``W_ROWS``, a forward without autograd) and all of them; as a programmatic dependent
-    launch, its wait for the pre-pass (``griddepcontrol.wait``: ACQBULK) before any load."""
+    pre-pass's factored rows (``W_ROWS``, a forward without autograd) and all of them; as a
+    programmatic dependent launch, its wait for the pre-pass (``griddepcontrol.wait``:
+    ACQBULK) before any load."""
     usage, sass = compiled_for_sm90(_COMPILE.replace("N=64, STAGES=2",
                                                      f"N={n}, STAGES={GF.STAGES[n]}")
                                     .replace("W_ROWS=True", f"W_ROWS={w_rows}"))

@@ -17,15 +17,14 @@ stored while they run, ``B^T u`` is issued, G is masked once ``C B^T`` is done (
 bf16 pairs ANDed with mask words, :func:`_masked_g`), and ``G u`` runs while the state is
 updated; x, B and C arrive by TMA into a ring of buffers, the chunk's decay rows by
 asynchronous copies beside them, and y leaves by TMA; x is read from shared memory once, for
-u and for ``D x``. At n = 128, B, C and the state
-are held in two halves of 64 columns. H200 (benchmarks/NOTES.md, b=8, T=16K, h=32, p=64,
-bf16): at n = 64 0.52 against 0.62 ms for the kernel (s19), the forward 0.555 -> 0.50 ms with
-the pre-pass once the rows were read ahead (s23), 0.475 -> 0.442 with the rows in the ring, x
-read once and a ring of 3 (s25), 0.44 -> 0.41 with the pre-pass's two factored rows for a
-forward that autograd does not record (``W_ROWS``, s26-2), and on an H100 the kernel 0.437 ->
-0.429 with G masked once u is stored (s32); at n = 128 the forward 0.954 -> 0.629 ms (s24-1,
-against the Triton kernel's chunks of 32 with GRAM), and on an H100 0.58 -> 0.56 with G masked
-by mask words (s34).
+u and for ``D x``. At n = 128, B, C and the state are held in two halves of 64 columns. H200
+(benchmarks/NOTES.md, b=8, T=16K, h=32, p=64, bf16): at n = 64 0.52 against 0.62 ms for the
+kernel (s19), the forward 0.555 -> 0.50 ms with the pre-pass once the rows were read ahead
+(s23), 0.475 -> 0.442 with the rows in the ring, x read once and a ring of 3 (s25), 0.44 ->
+0.41 with the pre-pass's two factored rows for a forward that autograd does not record
+(``W_ROWS``, s26-2), and on an H100 the kernel 0.437 -> 0.429 with G masked once u is stored
+(s32); at n = 128 the forward 0.954 -> 0.629 ms (s24-1, against the Triton kernel's chunks of
+32 with GRAM), and on an H100 0.58 -> 0.56 with G masked by mask words (s34).
 
 Where (:func:`eligible`): a CUDA device of compute capability 9.0, bf16, n = 64 or 128 (the
 launcher plans an n = 128 call in chunks of 64 for it, :func:`wants_chunks_of_64`), p a
