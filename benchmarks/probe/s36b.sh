@@ -1,8 +1,8 @@
 #!/bin/bash
-# s36's H200 call (benchmarks/NOTES.md), most wanted first (each step's files kept if the call
-# is cut): the N = 64 cells of the issue's targets with the anchors (16K, 2K, 4K, each twice);
-# the 16K forward by kernel (default, PDL); the Gluon checks; then the N = 64 1K / 8K cells
-# and the N = 128 grid. Not yet run (no H200 came in s36).
+# The H200 call (benchmarks/NOTES.md, s36; reordered in s37 for a short call), the cells that
+# issue 5 still has at stake first, each step's files kept if the call is cut: N = 64 16K and
+# N = 128 1K / 8K with the anchors (each twice); the host-bound N = 64 2K / 4K; the 16K
+# forward by kernel (default, PDL); the other cells; the Gluon checks.
 # Run: nvidia-smi ... | grep -q H200 || exit 3; bash benchmarks/device_run.sh
 #      "bash benchmarks/probe/s36b.sh" (carry [".whl"]).
 nvidia-smi --query-gpu=name,clocks.max.sm --format=csv,noheader
@@ -12,13 +12,15 @@ grid() {  # grid NAME NS TS REPEAT
   grep -E "^N=" /tmp/keep/$1.log | cut -c1-134
   tar czf $OUT/keep.tgz -C /tmp/keep .
 }
-grid grid64a 64 16384,2048,4096 2
+grid grid64a 64 16384 2
+grid grid128a 128 1024,8192 2
+grid grid64b 64 2048,4096 2
 timeout 100 python3 benchmarks/gpu_profile.py --Ts 16384 --variants default: \
     pdl:SEMISEP_TRITON_PDL=1 default2: pdl2:SEMISEP_TRITON_PDL=1 \
     > /tmp/keep/profile.log 2>&1
 awk '/fwd:/{on=1} /fwd\+bwd:/{on=0} on' /tmp/keep/profile.log | cut -c1-110
 tar czf $OUT/keep.tgz -C /tmp/keep .
+grid grid64c 64 1024,8192 1
+grid grid128b 128 2048,4096,16384 1
 bash benchmarks/probe/s35.sh
 tar czf $OUT/keep.tgz -C /tmp/keep .
-grid grid64b 64 1024,8192 2
-grid grid128 128 1024,2048,4096,8192,16384 1
