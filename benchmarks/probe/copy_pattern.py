@@ -14,8 +14,12 @@ from triton.testing import do_bench
 
 
 @triton.jit
-def copy_bh(x_ptr, y_ptr, T, H, SPAN, P: tl.constexpr, Q: tl.constexpr):
-    """A program per (b, h, span of SPAN rows): (Q, P) tiles of x (b, T, H, P) to y."""
+def copy_bh(x_ptr, y_ptr, b_ptr, c_ptr, T, H, SPAN, P: tl.constexpr, Q: tl.constexpr,
+            N: tl.constexpr = 0):
+    """A program per (b, h, span of SPAN rows): (Q, P) tiles of x (b, T, H, P) to y. With
+    N > 0 each tile also reads the (Q, N) tiles of B and C (b, T, N) that every head of a b
+    shares (from L2, as the forward reads them) and y = x + the row sums of B * C (so that
+    the loads stay)."""
     pid = tl.program_id(0)
     nsp = tl.cdiv(T, SPAN)
     sp = pid % nsp
@@ -27,7 +31,12 @@ def copy_bh(x_ptr, y_ptr, T, H, SPAN, P: tl.constexpr, Q: tl.constexpr):
     base = (b * T).to(tl.int64) * H * P + h * P
     for t0 in tl.range(sp * SPAN, sp * SPAN + SPAN, Q, num_stages=3):
         off = base + (t0 + r).to(tl.int64) * H * P + c
-        tl.store(y_ptr + off, tl.load(x_ptr + off))
+        x = tl.load(x_ptr + off)
+        if N > 0:
+            boff = (b * T + t0 + r).to(tl.int64) * N + tl.arange(0, N)[None, :]
+            bc = tl.sum(tl.load(b_ptr + boff).to(tl.float32) * tl.load(c_ptr + boff), axis=1)
+            x = (x + bc[:, None]).to(tl.bfloat16)
+        tl.store(y_ptr + off, x)
 
 
 @triton.jit
@@ -40,27 +49,6 @@ def copy_bt(x_ptr, y_ptr, T, H, P: tl.constexpr, Q: tl.constexpr, HB: tl.constex
     for h0 in tl.range(0, H, HB, num_stages=3):
         off = base + r * H * P + h0 * P + c
         tl.store(y_ptr + off, tl.load(x_ptr + off))
-
-
-@triton.jit
-def copy_bh_bc(x_ptr, y_ptr, b_ptr, c_ptr, T, H, N: tl.constexpr, P: tl.constexpr,
-               Q: tl.constexpr):
-    """copy_bh over all of T, each chunk also reading the (Q, N) tiles of B and C (b, T, N)
-    that every head of a b shares (from L2, as the forward reads them): y = x + the row sums
-    of B * C (so that the loads stay). Its GB/s count x and y only."""
-    pid = tl.program_id(0)
-    b = pid // H
-    h = pid % H
-    r = tl.arange(0, Q)[:, None]
-    c = tl.arange(0, P)[None, :]
-    cn = tl.arange(0, N)[None, :]
-    base = (b * T).to(tl.int64) * H * P + h * P
-    bbase = (b * T).to(tl.int64) * N
-    for t0 in tl.range(0, T, Q, num_stages=3):
-        off = base + (t0 + r).to(tl.int64) * H * P + c
-        boff = bbase + (t0 + r).to(tl.int64) * N + cn
-        bc = tl.sum(tl.load(b_ptr + boff).to(tl.float32) * tl.load(c_ptr + boff), axis=1)
-        tl.store(y_ptr + off, (tl.load(x_ptr + off) + bc[:, None]).to(tl.bfloat16))
 
 
 def main():
@@ -77,7 +65,8 @@ def main():
     for span in (T, T // 4, T // 16):
         for w in (4, 8):
             g = b * h * (T // span)
-            fn = lambda: copy_bh[(g,)](x, y, T, h, span, P=p, Q=64, num_warps=w)  # noqa: E731
+            fn = lambda: copy_bh[(g,)](x, y, x, x, T, h, span, P=p, Q=64,  # noqa: E731
+                                       num_warps=w)
             fn()
             assert torch.equal(x, y)
             y.zero_()
@@ -85,9 +74,13 @@ def main():
     for n in (64, 128):
         Bm = torch.randn(b, T, n, device="cuda").to(torch.bfloat16)
         Cm = torch.randn(b, T, n, device="cuda").to(torch.bfloat16)
+        want = (x.float() + (Bm.float() * Cm.float()).sum(-1)[:, :, None, None]).bfloat16()
         for w in (4, 8):
-            fn = lambda: copy_bh_bc[(b * h,)](x, y, Bm, Cm, T, h, N=n, P=p, Q=64,  # noqa: E731
-                                              num_warps=w)
+            fn = lambda: copy_bh[(b * h,)](x, y, Bm, Cm, T, h, T, P=p, Q=64, N=n,  # noqa: E731
+                                           num_warps=w)
+            fn()
+            torch.testing.assert_close(y, want)
+            y.zero_()
             print(f"per (b, h), B and C of n = {n} read too, {w} warps: %.3f ms %.0f GB/s"
                   " (x and y only)" % rate(fn))
     for hb in (1, 4):

@@ -23,4 +23,3 @@ tar czf $OUT/keep.tgz -C /tmp/keep .
 grid grid64c 64 1024,8192 1
 grid grid128b 128 2048,4096,16384 1
 bash benchmarks/probe/s35.sh
-tar czf $OUT/keep.tgz -C /tmp/keep .
