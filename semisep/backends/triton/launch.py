@@ -185,10 +185,13 @@ def _fwd(x, dtla, A, B, C, D, z, dt_bias, h0, seq_idx, has_dt, dt_softplus, chun
     B, C = _as(B, x.dtype), _as(C, x.dtype)
     d = _dummy(x)
     # the factored launch in Gluon where it applies (sm_90, bf16, n = 64, ...); with PDL the
-    # pre-pass, the Gluon launch and the exact one overlap each one's launch with the tail of
-    # the one before (programmatic dependent launches, :func:`gluon_fwd.pdl`)
+    # pre-pass and the Gluon launch (and the exact one, mode 1) overlap each one's launch with
+    # the tail of the one before (programmatic dependent launches, :func:`gluon_fwd.pdl`), or
+    # else in long calls the exact launch runs on a side stream beside the Gluon one
+    # (:func:`gluon_fwd.exact_aside`)
     glu = gluon_fwd.eligible(x, B, C, D, z, h0, seq_idx, Q, fwd_opts)
-    pdl = glu and gluon_fwd.pdl()
+    pdl = gluon_fwd.pdl() if glu else ""
+    aside = glu and not pdl and len(fwd_opts) == 2 and gluon_fwd.exact_aside(b * h * T)
     with _device_ctx(x):
         # the pre-pass first: the outputs are allocated while it runs
         dec, etot = _pre_decays(pre, _with(dec_opts, TRIGGER=True) if pdl else dec_opts, dtla,
@@ -198,23 +201,62 @@ def _fwd(x, dtla, A, B, C, D, z, dt_bias, h0, seq_idx, has_dt, dt_softplus, chun
         ckpt = _checkpoints(spans, b, h, p, n, x.device) if checkpoints else None
         yu = torch.empty_like(x) if checkpoints and z is not None else None
         gl = _gram_tiles(B, C, Q, gram_opts, T, ak) if gram_opts is not None else d
-        for opts in fwd_opts:
+        main = torch.cuda.current_stream() if aside else None
+        # aside, the exact launch goes first, on its stream once the pre-pass is done
+        for opts in (fwd_opts[::-1] if aside else fwd_opts):
             if glu and opts.kwargs["FACTORED"]:
                 gluon_fwd.launch_fwd(x, B, C, D, dec, etot, y, hT,
-                                     dec_opts.kwargs["ROWS"] == PRE_FACTORED, pdl)
+                                     dec_opts.kwargs["ROWS"] == PRE_FACTORED, bool(pdl))
                 continue
-            if pdl:
+            if pdl == "1":
                 opts = _with(opts, PDL_WAIT=True, launch_pdl=True)
-            # with one span no checkpoint is written: hT stands in (fp32, as the kernel takes)
-            launch(
-                K.ssd_fwd_kernel, grid,
-                x, dtla, A if A is not None else d, dt_bias if dt_bias is not None else d, B, C,
-                D if D is not None else d, z if z is not None else d,
-                h0 if h0 is not None else d, seq_idx if seq_idx is not None else d, dec, etot,
-                gl, y, yu if yu is not None else d, hT, ckpt if spans > 1 else hT,
-                T, h, g, p, n, per, _slot_size(b, h, p, n), arg_key=ak, opts=opts)
+            with _aside(main) if aside else contextlib.nullcontext():
+                # with one span no checkpoint is written: hT stands in (fp32, as the kernel
+                # takes)
+                launch(
+                    K.ssd_fwd_kernel, grid,
+                    x, dtla, A if A is not None else d, dt_bias if dt_bias is not None else d,
+                    B, C, D if D is not None else d, z if z is not None else d,
+                    h0 if h0 is not None else d, seq_idx if seq_idx is not None else d, dec,
+                    etot, gl, y, yu if yu is not None else d, hT, ckpt if spans > 1 else hT,
+                    T, h, g, p, n, per, _slot_size(b, h, p, n), arg_key=ak, opts=opts)
+        if aside:
+            _join(main)
     decays = (Q, dec, etot) if pre and dec_opts.kwargs["GRAD_ROWS"] else None
     return y, hT, decays, ckpt, yu
+
+
+_SIDE: dict = {}
+
+
+def _side(device):
+    """``(side stream, fork event, join event)`` of ``device``, made once and kept."""
+    hit = _SIDE.get(device)
+    if hit is None:
+        hit = _SIDE[device] = (torch.cuda.Stream(device), torch.cuda.Event(), torch.cuda.Event())
+    return hit
+
+
+@contextlib.contextmanager
+def _aside(main):
+    """The block's launches on :func:`_side`'s stream, after the work queued on ``main`` so
+    far; :func:`_join` makes ``main`` wait for them."""
+    side, fork, _ = _side(main.device)
+    fork.record(main)
+    side.wait_event(fork)
+    # set_stream, not torch.cuda.stream: the same on the launches' device, for less host time
+    torch.cuda.set_stream(side)
+    try:
+        yield
+    finally:
+        torch.cuda.set_stream(main)
+
+
+def _join(main):
+    """``main`` waits for the launches :func:`_aside` queued."""
+    side, _, join = _SIDE[main.device]
+    join.record(side)
+    main.wait_event(join)
 
 
 _WITH: dict = {}
