@@ -340,26 +340,23 @@ def eligible(x, B, C, D, z, h0, seq_idx, Q, fwd_opts, capability=None) -> bool:
     return _shapes_ok(x, B, D, z, h0, seq_idx, capability)
 
 
-def pdl() -> str:
-    """Which of the forward's launches around this kernel are programmatic dependent launches
-    (``SEMISEP_TRITON_PDL``; ``""``, off, by default): with ``1`` the pre-pass lets this
-    kernel launch once its programs have all started, this kernel's programs wait for it to
-    finish (``griddepcontrol.wait``) and let the exact launch after it start, whose programs
-    wait for this one; with ``gluon`` the pair pre-pass -> this kernel only, the exact launch
-    an ordinary one. Each hides a launch's latency and its programs' start behind the tail of
+def pdl() -> bool:
+    """Whether the forward's launches around this kernel are programmatic dependent launches
+    (``SEMISEP_TRITON_PDL=1``; off by default): the pre-pass lets this kernel launch once its
+    programs have all started, this kernel's programs wait for it to finish
+    (``griddepcontrol.wait``) and let the exact launch after it start, whose programs wait
+    for this one. Each hides a launch's latency and its programs' start behind the tail of
     the kernel before it. Never under the interpreter, which has no such launch. Off because
-    ``1`` bought nothing where it was meant to (H100, NOTES s32-1, N = 64, medians of three):
+    it bought nothing where it was meant to (H100, NOTES s32-1, N = 64, medians of three):
     the forward at 4K 0.124 -> 0.121 ms, at 16K 0.465 -> 0.468, and 0.460 -> 0.469 with G
-    masked late (s32's ``LATE_G``, since the kernel's only form)."""
-    mode = _env("SEMISEP_TRITON_PDL", "0")
-    if mode not in ("0", "1", "gluon"):
-        raise ValueError(f"SEMISEP_TRITON_PDL: got {mode!r}, wanted 0, 1 or gluon")
-    return "" if mode == "0" or _interpret() else mode
+    masked late (s32's ``LATE_G``, since the kernel's only form); nor the pair pre-pass ->
+    this kernel alone (s38: 0.454-0.461 against 0.454-0.456)."""
+    return _env("SEMISEP_TRITON_PDL", "0") == "1" and not _interpret()
 
 
 #: The least ``b h T`` whose forward runs the exact launch on a side stream by default
 #: (:func:`exact_aside`): 2^22, T = 16K at b = 8, h = 32, where the device time (0.40-0.45 ms)
-#: dwarfs the two stream switches and waits on the host (+0.08 ms a call on the H100
+#: dwarfs the stream switches and waits on the host (+0.02-0.03 ms a call on the H100
 #: machine's host, s38), which cost more than they save where the host sets the pace (8K).
 EXACT_ASIDE_AT_LEAST = 2 ** 22
 
@@ -368,8 +365,8 @@ def exact_aside(size: int) -> bool:
     """Whether the forward's exact launch, whose programs for the (b, h) pairs this kernel
     takes only read their chunk decays and return, runs on a side stream beside this kernel
     instead of after it, for a call of ``size = b h T``: a 2 us kernel and a launch gap off
-    the critical path (H100, s38, N = 64 16K: 0.453 -> 0.449 ms, medians of three; the host
-    +0.08 ms). ``SEMISEP_TRITON_EXACT_ASIDE=1`` / ``0`` forces it on / off; else from
+    the critical path (H100, s38, N = 64 16K: 0.451 -> 0.448 ms, medians of three, y bit for
+    bit; the host +0.02-0.03 ms). ``SEMISEP_TRITON_EXACT_ASIDE=1`` / ``0`` forces it on / off; else from
     :data:`EXACT_ASIDE_AT_LEAST`."""
     knob = _env("SEMISEP_TRITON_EXACT_ASIDE")
     return size >= EXACT_ASIDE_AT_LEAST if knob is None else knob == "1"

@@ -185,12 +185,12 @@ def _fwd(x, dtla, A, B, C, D, z, dt_bias, h0, seq_idx, has_dt, dt_softplus, chun
     B, C = _as(B, x.dtype), _as(C, x.dtype)
     d = _dummy(x)
     # the factored launch in Gluon where it applies (sm_90, bf16, n = 64, ...); with PDL the
-    # pre-pass and the Gluon launch (and the exact one, mode 1) overlap each one's launch with
-    # the tail of the one before (programmatic dependent launches, :func:`gluon_fwd.pdl`), or
-    # else in long calls the exact launch runs on a side stream beside the Gluon one
+    # pre-pass, the Gluon launch and the exact one overlap each one's launch with the tail of
+    # the one before (programmatic dependent launches, :func:`gluon_fwd.pdl`), or else in long
+    # calls the exact launch runs on a side stream beside the Gluon one
     # (:func:`gluon_fwd.exact_aside`)
     glu = gluon_fwd.eligible(x, B, C, D, z, h0, seq_idx, Q, fwd_opts)
-    pdl = gluon_fwd.pdl() if glu else ""
+    pdl = glu and gluon_fwd.pdl()
     aside = glu and not pdl and len(fwd_opts) == 2 and gluon_fwd.exact_aside(b * h * T)
     with _device_ctx(x):
         # the pre-pass first: the outputs are allocated while it runs
@@ -206,9 +206,9 @@ def _fwd(x, dtla, A, B, C, D, z, dt_bias, h0, seq_idx, has_dt, dt_softplus, chun
         for opts in (fwd_opts[::-1] if aside else fwd_opts):
             if glu and opts.kwargs["FACTORED"]:
                 gluon_fwd.launch_fwd(x, B, C, D, dec, etot, y, hT,
-                                     dec_opts.kwargs["ROWS"] == PRE_FACTORED, bool(pdl))
+                                     dec_opts.kwargs["ROWS"] == PRE_FACTORED, pdl)
                 continue
-            if pdl == "1":
+            if pdl:
                 opts = _with(opts, PDL_WAIT=True, launch_pdl=True)
             with _aside(main) if aside else contextlib.nullcontext():
                 # with one span no checkpoint is written: hT stands in (fp32, as the kernel
@@ -229,21 +229,16 @@ def _fwd(x, dtla, A, B, C, D, z, dt_bias, h0, seq_idx, has_dt, dt_softplus, chun
 _SIDE: dict = {}
 
 
-def _side(device):
-    """``(side stream, fork event, join event)`` of ``device``, made once and kept."""
-    hit = _SIDE.get(device)
-    if hit is None:
-        hit = _SIDE[device] = (torch.cuda.Stream(device), torch.cuda.Event(), torch.cuda.Event())
-    return hit
-
-
 @contextlib.contextmanager
 def _aside(main):
-    """The block's launches on :func:`_side`'s stream, after the work queued on ``main`` so
-    far; :func:`_join` makes ``main`` wait for them."""
-    side, fork, _ = _side(main.device)
-    fork.record(main)
-    side.wait_event(fork)
+    """The block's launches on a side stream of ``main``'s device (one per device, kept),
+    after the work queued on ``main`` so far; :func:`_join` makes ``main`` wait for them. The
+    events are each call's own: a call from another thread cannot come between a record and
+    its wait (the current stream is each thread's own)."""
+    side = _SIDE.get(main.device)
+    if side is None:
+        side = _SIDE[main.device] = torch.cuda.Stream(main.device)
+    side.wait_event(main.record_event())
     # set_stream, not torch.cuda.stream: the same on the launches' device, for less host time
     torch.cuda.set_stream(side)
     try:
@@ -254,9 +249,7 @@ def _aside(main):
 
 def _join(main):
     """``main`` waits for the launches :func:`_aside` queued."""
-    side, _, join = _SIDE[main.device]
-    join.record(side)
-    main.wait_event(join)
+    main.wait_event(_SIDE[main.device].record_event())
 
 
 _WITH: dict = {}
