@@ -2,8 +2,9 @@
 # s38's second H200 call (benchmarks/NOTES.md, s38): the N = 64 forward with the exact launch
 # on a side stream (the default at 16K, gluon_fwd.exact_aside) against it after the Gluon
 # launch (SEMISEP_TRITON_EXACT_ASIDE=0), three timings each, y and the gradients checked
-# against the default's, and both on the device's clock (probe/timeline.py); the N = 128 cells the first call did not reach,
-# with the anchors; the host-bound N = 64 1K / 2K cells, three timings; the Gluon checks.
+# against the default's, and both on the device's clock (probe/timeline.py); the N = 128
+# cells the first call did not reach, with the anchors; the host-bound N = 64 1K / 2K cells,
+# three timings; the Gluon checks.
 # Run: nvidia-smi ... | grep -q H200 || exit 3; bash benchmarks/device_run.sh
 #      "bash benchmarks/probe/s38.sh" (carry [".whl"]).
 nvidia-smi --query-gpu=name,clocks.max.sm --format=csv,noheader
