@@ -366,8 +366,8 @@ def exact_aside(size: int) -> bool:
     takes only read their chunk decays and return, runs on a side stream beside this kernel
     instead of after it, for a call of ``size = b h T``: a 2 us kernel and a launch gap off
     the critical path (H100, s38, N = 64 16K: 0.451 -> 0.448 ms, medians of three, y bit for
-    bit; the host +0.02-0.03 ms). ``SEMISEP_TRITON_EXACT_ASIDE=1`` / ``0`` forces it on / off; else from
-    :data:`EXACT_ASIDE_AT_LEAST`."""
+    bit; the host +0.02-0.03 ms). ``SEMISEP_TRITON_EXACT_ASIDE=1`` / ``0`` forces it on /
+    off; else from :data:`EXACT_ASIDE_AT_LEAST`."""
     knob = _env("SEMISEP_TRITON_EXACT_ASIDE")
     return size >= EXACT_ASIDE_AT_LEAST if knob is None else knob == "1"
 

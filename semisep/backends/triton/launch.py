@@ -191,7 +191,7 @@ def _fwd(x, dtla, A, B, C, D, z, dt_bias, h0, seq_idx, has_dt, dt_softplus, chun
     # (:func:`gluon_fwd.exact_aside`)
     glu = gluon_fwd.eligible(x, B, C, D, z, h0, seq_idx, Q, fwd_opts)
     pdl = glu and gluon_fwd.pdl()
-    aside = glu and not pdl and len(fwd_opts) == 2 and gluon_fwd.exact_aside(b * h * T)
+    aside = glu and not pdl and gluon_fwd.exact_aside(b * h * T)
     with _device_ctx(x):
         # the pre-pass first: the outputs are allocated while it runs
         dec, etot = _pre_decays(pre, _with(dec_opts, TRIGGER=True) if pdl else dec_opts, dtla,
