@@ -443,6 +443,32 @@ def test_custom_op_and_eager_paths_give_the_same_gradients():
         assert torch.equal(a, b)
 
 
+def test_calls_without_autograd_skip_the_function_and_match_it(monkeypatch):
+    """A call that autograd does not record (no input requiring grad, or grad mode off) runs
+    the launchers without the autograd.Function: y and the final state equal the recorded
+    call's bit for bit; a recorded call goes through it."""
+    from semisep.backends.triton import ops
+    d = make(b=2, T=45, h=4, p=8, g=2, n=16)
+    ins = dict(dt=d["dt"].abs(), A=d["A"], D=d["D"], z=d["z"], initial_state=d["h0"],
+               chunk_size=16, return_final_state=True)
+    applied = []
+    real_apply = ops._EagerSSD.apply
+    monkeypatch.setattr(ops._EagerSSD, "apply",
+                        lambda *a: applied.append(1) or real_apply(*a))
+    y, hT = ssd(d["x"], None, d["B"], d["C"], **ins)
+    with torch.no_grad():
+        x = d["x"].clone().requires_grad_(True)
+        y_ng, hT_ng = ssd(x, None, d["B"], d["C"], **ins)
+    assert not applied and not y.requires_grad and not y_ng.requires_grad
+    yg, hTg = ssd(x, None, d["B"], d["C"], **ins)
+    assert applied == [1] and yg.requires_grad
+    for a, b in ((y, yg), (hT, hTg), (y_ng, yg), (hT_ng, hTg)):
+        assert torch.equal(a, b.detach())
+    yr, sr = naive.ssd_reference(d["x"], None, d["B"], d["C"], **{
+        k: v for k, v in ins.items() if k not in ("chunk_size", "return_final_state")})
+    assert rel(y, yr) < 1e-5 and rel(hT, sr) < 1e-5
+
+
 @settings(max_examples=6, deadline=None)
 @given(b=st.integers(1, 2), T=st.sampled_from([1, 16, 31, 48]),
        hg=st.sampled_from([(1, 1), (2, 1), (4, 2)]), p=st.sampled_from([8, 16, 32]),
