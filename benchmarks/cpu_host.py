@@ -9,7 +9,8 @@ key ``fastlaunch.launch`` would (from the ``arg_key``, or every argument's speci
 launches nothing, so the figures are our code's and torch's dispatch cost, not a kernel's or
 the CUDA driver's. Printed: microseconds per call (the least of 9 rounds of 200 calls) of a
 forward+backward, a forward with autograd, one without (no autograd.Function since s38), and
-the floor of an autograd.Function that does nothing; ``--profile N`` adds the N largest functions by own time (cProfile).
+the floor of an autograd.Function that does nothing; ``--profile N`` adds the N largest
+functions by own time (cProfile).
 ``CPU_HOST_T`` sets the steps (64: one chunk), ``CPU_HOST_N`` the state size (16; 128 runs the
 backward in two blocks of the state's columns); e.g. ``CPU_HOST_T=192
 SEMISEP_TRITON_BWD=SPAN=1`` runs the backward in three spans.

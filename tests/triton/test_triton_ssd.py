@@ -469,6 +469,20 @@ def test_calls_without_autograd_skip_the_function_and_match_it(monkeypatch):
     assert rel(y, yr) < 1e-5 and rel(hT, sr) < 1e-5
 
 
+def test_transforms_without_requires_grad_still_reach_the_function():
+    """Forward-mode AD and functorch transforms go through the autograd.Function even where
+    no input requires grad, which refuses them by name: a forward without the Function would
+    drop a dual input's tangent silently (y without one) or fail deep in a launcher."""
+    import torch.autograd.forward_ad as fwAD
+    d = make(b=2, T=20, h=4, p=8, g=2, n=16)
+    with fwAD.dual_level():
+        x = fwAD.make_dual(d["x"], torch.randn_like(d["x"]))
+        with pytest.raises(NotImplementedError, match="jvp"):
+            ssd(x, d["la"], d["B"], d["C"])
+    with pytest.raises(RuntimeError, match="setup_context"):
+        torch.func.vmap(lambda x: ssd(x[None], d["la"][:1], d["B"][:1], d["C"][:1]))(d["x"])
+
+
 @settings(max_examples=6, deadline=None)
 @given(b=st.integers(1, 2), T=st.sampled_from([1, 16, 31, 48]),
        hg=st.sampled_from([(1, 1), (2, 1), (4, 2)]), p=st.sampled_from([8, 16, 32]),

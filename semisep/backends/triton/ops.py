@@ -287,7 +287,8 @@ def ssd(x, log_a=None, B=None, C=None, *, dt=None, A=None, D=None, z=None, dt_bi
         y, hT = _EagerSSD.apply(*args)
     else:
         # the launchers alone: the same launches and y as _EagerSSD's forward without a
-        # gradient, less autograd.Function.apply's host time (~20 of ~50 us a call here)
+        # gradient, without autograd.Function.apply's host time (benchmarks/cpu_host.py on
+        # a 2-core VM: 30 -> 23 us a forward)
         y, hT = _fwd(*args[:-1])[:2]
     if not return_final_state:
         return y
