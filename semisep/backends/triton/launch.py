@@ -202,6 +202,7 @@ def _fwd(x, dtla, A, B, C, D, z, dt_bias, h0, seq_idx, has_dt, dt_softplus, chun
         yu = torch.empty_like(x) if checkpoints and z is not None else None
         gl = _gram_tiles(B, C, Q, gram_opts, T, ak) if gram_opts is not None else d
         main = torch.cuda.current_stream() if aside else None
+        side = _side_stream(main.device) if aside else None
         # aside, the exact launch goes first, on its stream once the pre-pass is done
         for opts in (fwd_opts[::-1] if aside else fwd_opts):
             if glu and opts.kwargs["FACTORED"]:
@@ -210,7 +211,7 @@ def _fwd(x, dtla, A, B, C, D, z, dt_bias, h0, seq_idx, has_dt, dt_softplus, chun
                 continue
             if pdl:
                 opts = _with(opts, PDL_WAIT=True, launch_pdl=True)
-            with _aside(main) if aside else contextlib.nullcontext():
+            with _aside(side, main) if aside else contextlib.nullcontext():
                 # with one span no checkpoint is written: hT stands in (fp32, as the kernel
                 # takes)
                 launch(
@@ -221,7 +222,7 @@ def _fwd(x, dtla, A, B, C, D, z, dt_bias, h0, seq_idx, has_dt, dt_softplus, chun
                     etot, gl, y, yu if yu is not None else d, hT, ckpt if spans > 1 else hT,
                     T, h, g, p, n, per, _slot_size(b, h, p, n), arg_key=ak, opts=opts)
         if aside:
-            _join(main)
+            main.wait_event(side.record_event())     # main waits for the side's launches
     decays = (Q, dec, etot) if pre and dec_opts.kwargs["GRAD_ROWS"] else None
     return y, hT, decays, ckpt, yu
 
@@ -229,15 +230,20 @@ def _fwd(x, dtla, A, B, C, D, z, dt_bias, h0, seq_idx, has_dt, dt_softplus, chun
 _SIDE: dict = {}
 
 
-@contextlib.contextmanager
-def _aside(main):
-    """The block's launches on a side stream of ``main``'s device (one per device, kept),
-    after the work queued on ``main`` so far; :func:`_join` makes ``main`` wait for them. The
-    events are each call's own: a call from another thread cannot come between a record and
-    its wait (the current stream is each thread's own)."""
-    side = _SIDE.get(main.device)
+def _side_stream(device):
+    """The side stream of ``device`` that :func:`_aside` launches on (one per device, kept)."""
+    side = _SIDE.get(device)
     if side is None:
-        side = _SIDE[main.device] = torch.cuda.Stream(main.device)
+        side = _SIDE[device] = torch.cuda.Stream(device)
+    return side
+
+
+@contextlib.contextmanager
+def _aside(side, main):
+    """The block's launches on the stream ``side``, after the work queued on ``main`` so far
+    (the caller makes ``main`` wait for them). The events are each call's own: a call from
+    another thread cannot come between a record and its wait (the current stream is each
+    thread's own)."""
     side.wait_event(main.record_event())
     # set_stream, not torch.cuda.stream: the same on the launches' device, for less host time
     torch.cuda.set_stream(side)
@@ -245,11 +251,6 @@ def _aside(main):
         yield
     finally:
         torch.cuda.set_stream(main)
-
-
-def _join(main):
-    """``main`` waits for the launches :func:`_aside` queued."""
-    main.wait_event(_SIDE[main.device].record_event())
 
 
 _WITH: dict = {}

@@ -283,7 +283,7 @@ def ssd(x, log_a=None, B=None, C=None, *, dt=None, A=None, D=None, z=None, dt_bi
             -1 if chunk_size is None else int(chunk_size), bool(fp32_states))
     if torch.compiler.is_compiling():
         y, hT, *_ = _op_fwd(*args)
-    elif _autograd_needed(args[:10]):
+    elif _autograd_needed(args[:10]):     # the ten tensors (or None)
         y, hT = _EagerSSD.apply(*args)
     else:
         # the launchers alone: the same launches and y as _EagerSSD's forward without a
