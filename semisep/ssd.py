@@ -52,7 +52,8 @@ def ssd(x, log_a=None, B=None, C=None, *, chunk_size: int | None = None, initial
 
     Returns
     -------
-    y : array, shape ``(b, T, h, p)``, dtype of x
+    y : array, shape ``(b, T, h, p)``, dtype of x (for bool or integer x, the
+        promoted floating dtype of x, B and C)
     final_state : array, shape ``(b, h, p, n)``, only with ``return_final_state``
     """
     named = check_ssd_args(x, log_a, B, C, initial_state=initial_state, dt=dt, A=A, D=D, z=z,
@@ -165,8 +166,9 @@ def ssd_via_sss(be, x, log_a, B, C, *, chunk_size, algorithm, return_final_state
     b, T, h, p = x.shape
     g, n = B.shape[2], B.shape[3]
     r = h // g
-    out_dtype = x.dtype
-    dtype = be.compute_dtype(be.result_dtype(x, B, C))
+    promoted = be.result_dtype(x, B, C)
+    out_dtype = x.dtype if be.is_floating(x) else promoted   # bool or integer x: no truncation
+    dtype = be.compute_dtype(promoted)
     xs, log_a = scaled_inputs(be, x, log_a, dtype, dt=dt, A=A, dt_bias=dt_bias,
                               dt_softplus=dt_softplus, seq_idx=seq_idx)
 

@@ -114,3 +114,17 @@ def test_half_precision_output_dtype_and_fp32_state():
     assert y.dtype == torch.bfloat16 and final.dtype == torch.float32
     ref = ss.ssd(x.double(), log_a.double(), B.double(), B.double())
     assert_close(y, ref)
+
+
+@pytest.mark.parametrize("backend", ["numpy", "torch"])
+@settings(max_examples=20)
+@given(inp=ssd_inputs(), x_dtype=st.sampled_from(["int32", "int64", "bool"]))
+def test_integer_x_gives_the_float_result(backend, inp, x_dtype):
+    """Bool or integer x is not truncated: y takes the promoted floating dtype."""
+    x = (inp["x"] > 0 if x_dtype == "bool" else np.round(3 * inp["x"])).astype(x_dtype)
+    inp = dict(inp, x=x)
+    y_ref, _ = per_head_reference(**dict(inp, x=x.astype(np.float64)))
+    args = {k: torch.as_tensor(v) for k, v in inp.items()} if backend == "torch" else inp
+    y = ss.ssd(**args)
+    assert y.dtype == (torch.float64 if backend == "torch" else np.float64)
+    assert_close(y, y_ref)

@@ -100,6 +100,10 @@ class Backend:
     def is_complex(self, x: Array) -> bool:
         raise NotImplementedError
 
+    def is_floating(self, x: Array) -> bool:
+        """Whether ``x`` has a real floating dtype (not bool, integer or complex)."""
+        raise NotImplementedError
+
     # -- array primitives -------------------------------------------------------
     def zeros(self, shape, like: Array) -> Array:
         raise NotImplementedError

@@ -41,6 +41,9 @@ class NumpyBackend(Backend):
     def is_complex(self, x):
         return np.iscomplexobj(x)
 
+    def is_floating(self, x):
+        return np.issubdtype(np.asarray(x).dtype, np.floating)
+
     def zeros(self, shape, like):
         return np.zeros(shape, dtype=like.dtype)
 

@@ -69,6 +69,9 @@ class TorchBackend(Backend):
     def is_complex(self, x):
         return x.is_complex()
 
+    def is_floating(self, x):
+        return x.is_floating_point()
+
     def zeros(self, shape, like):
         return torch.zeros(shape, dtype=like.dtype, device=like.device)
 

@@ -67,7 +67,8 @@ def ssd(x, log_a=None, B=None, C=None, *, group=None, chunk_size: int | None = N
 
     Returns
     -------
-    y : tensor, shape ``(b, T_r, h, p)``, dtype of x
+    y : tensor, shape ``(b, T_r, h, p)``, dtype of x (for bool or integer x, the
+        promoted floating dtype of x, B and C)
     final_state : tensor, shape ``(b, h, p, n)``, only with ``return_final_state``
 
     Raises
