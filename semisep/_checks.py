@@ -85,6 +85,49 @@ def as_columns(name: str, x, rows: int, cols: str = "P", of: str = "", *,
     return x2, vector
 
 
+def check_decay_overflow(name: str, log_a, dtype, *, axis: int = -1) -> None:
+    """Raise a ValueError if ``exp`` of a run of consecutive log-decays overflows ``dtype``.
+
+    The products ``a_j ... a_{i+1} = exp(log_a_{i+1} + ... + log_a_j)`` are finite
+    while every run's sum stays at most ``log(max of dtype)`` (88.7 for float32,
+    709.8 for float64). The runs include the first step's ``log_a_0``: the
+    algorithms carry the initial state (zero when none is given) through it, and
+    an infinite decay times a zero state is NaN. Log-decays ``<= 0`` pass at once
+    (one comparison); otherwise the largest run sum along ``axis`` is found in
+    float64 as the largest rise of the cumulative sum over its running minimum
+    (Kadane), after raising entries (``-inf`` and NaN too) below ``-limit`` to
+    ``-limit``: no run that passes the limit with them raised stays under it
+    without (such a run splits at a raised entry into two parts, one of which
+    passes the limit alone).
+
+    Arrays in host memory are checked; a tensor on a GPU is not (reading it would
+    cost a device synchronization every call), nor one traced by ``torch.compile``.
+    """
+    if is_torch(log_a):
+        import torch
+
+        if (log_a.device.type != "cpu" or torch.compiler.is_compiling()
+                or not bool((log_a > 0).any())):
+            return
+        limit = float(np.log(torch.finfo(dtype).max))
+        log_a = log_a.detach().to(torch.float64).numpy()
+    else:
+        if not (log_a > 0).any():
+            return
+        limit = float(np.log(np.finfo(dtype).max))
+    a = np.moveaxis(np.asarray(log_a, dtype=np.float64), axis, -1)
+    a = np.where(a > -limit, a, -limit)
+    sums = np.cumsum(a, axis=-1)
+    lowest_before = np.minimum.accumulate(
+        np.concatenate([np.zeros_like(sums[..., :1]), sums[..., :-1]], axis=-1), axis=-1)
+    worst = float((sums - lowest_before).max())
+    if worst > limit:
+        raise ValueError(
+            f"{name} must keep every run of consecutive log-decays summing to at most "
+            f"{limit:.6g} (log of the largest {str(dtype).replace('torch.', '')}), got a run "
+            f"summing to {worst:.6g}: exp of it overflows (log-decays <= 0 never do)")
+
+
 def dtype_names(*arrays) -> tuple:
     """The sorted distinct dtype names (``"float32"``, ``"bfloat16"``, ...) of arrays or tensors."""
     return tuple(sorted({str(a.dtype).replace("torch.", "") for a in arrays}))

@@ -8,7 +8,8 @@ groups (head ``i`` uses group ``i // (heads // groups)``), and states are
 
 from __future__ import annotations
 
-from ._checks import as_array, check_positive_int, check_trailing, dtype_names, shape_str
+from ._checks import (as_array, check_decay_overflow, check_positive_int, check_trailing,
+                      dtype_names, shape_str)
 from .algorithms import DEFAULT_CHUNK_SIZE, Generators, SSSProblem, resolve_algorithm
 from .algorithms.decays import Decays
 from .backends import Case, select_backend
@@ -25,6 +26,8 @@ def ssd(x, log_a=None, B=None, C=None, *, chunk_size: int | None = None, initial
     x : array, shape ``(b, T, h, p)``
     log_a : array, shape ``(b, T, h)``, optional
         Log-decays (``<= 0``; ``-inf`` resets the state). Omit when ``dt`` and ``A`` are given.
+        Positive ones whose consecutive sums overflow ``exp`` in the compute dtype raise a
+        ValueError (arrays in host memory; docs/concepts/oness.md, "Positive log-decays").
     B, C : array, shape ``(b, T, g, n)``, ``g`` dividing ``h``
     chunk_size : int, optional
         Chunk length Q of the chunked algorithm (default 64).
@@ -171,6 +174,7 @@ def ssd_via_sss(be, x, log_a, B, C, *, chunk_size, algorithm, return_final_state
     dtype = be.compute_dtype(promoted)
     xs, log_a = scaled_inputs(be, x, log_a, dtype, dt=dt, A=A, dt_bias=dt_bias,
                               dt_softplus=dt_softplus, seq_idx=seq_idx)
+    check_decay_overflow("log_a" if dt is None else "dt * A", log_a, dtype, axis=1)
 
     def heads(arr):  # (b, T, h, k) -> (b, g, r, T, k)
         return be.moveaxis(arr.reshape(b, T, g, r, arr.shape[-1]), 1, 3)

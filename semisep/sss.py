@@ -17,8 +17,8 @@ broadcast (numpy rules), e.g. B and C shared across heads.
 
 from __future__ import annotations
 
-from ._checks import (as_array, as_columns, broadcast_batch, check_min_ndim, check_positive_int,
-                      check_trailing, dtype_names, shape_str)
+from ._checks import (as_array, as_columns, broadcast_batch, check_decay_overflow, check_min_ndim,
+                      check_positive_int, check_trailing, dtype_names, shape_str)
 from .algorithms import (DEFAULT_CHUNK_SIZE, Generators, SSSProblem, dense_matrix,
                          resolve_algorithm)
 from .algorithms.decays import Decays
@@ -87,6 +87,8 @@ class SSS(StructuredMatrix):
         ----------
         log_a : array, shape ``(..., T)`` or ``(..., T, N)``
             Log-decays; ``-inf`` is a reset (``a = 0``). SSD uses ``dt * A_h <= 0``.
+            Positive ones are allowed; products whose consecutive sums overflow ``exp``
+            in the compute dtype raise a ValueError (arrays in host memory).
         B, C : array, shape ``(..., T, N)``
         """
         self = cls.__new__(cls)
@@ -155,10 +157,13 @@ class SSS(StructuredMatrix):
         return self._A if self._log else None
 
     def _generators(self, be, dtype, like) -> Generators:
+        """The generators cast to ``dtype``, log-decays checked against overflow first."""
         A, B, C = (be.cast(be.asarray(v, like=like), dtype) for v in (self._A, self._B, self._C))
         if self.structure == "full":
             return Generators("full", None, A, B, C)
         data = A if self.structure == "scalar" else A.swapaxes(-1, -2)
+        if self._log:
+            check_decay_overflow("log_a", data, dtype)
         return Generators(self.structure, Decays(data, self._log), None, B, C)
 
     def matmul(self, x, *, algorithm: str = "auto", chunk_size: int | None = None,

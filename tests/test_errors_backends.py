@@ -3,6 +3,7 @@
 import numpy as np
 import pytest
 import torch
+from hypothesis import assume, given, settings, strategies as st
 
 import semisep as ss
 from semisep.backends import Backend, register
@@ -69,6 +70,34 @@ def test_inputs_are_never_modified():
     for a, c, t in zip(arrays, copies, tensors):
         np.testing.assert_array_equal(a, c)
         np.testing.assert_array_equal(t.numpy(), c)
+
+
+@settings(max_examples=60, deadline=None)
+@given(data=st.data())
+def test_log_decays_whose_products_overflow_are_refused(data):
+    """A run of consecutive log-decays (step 0 included) past log(max) raises; short of it, no inf/NaN."""
+    n = data.draw(st.integers(1, 12))
+    dtype = data.draw(st.sampled_from([np.float32, np.float64]))
+    limit = float(np.log(np.finfo(dtype).max))
+    entries = st.one_of(st.floats(-1.2 * limit, 1.2 * limit), st.just(-np.inf), st.just(0.0))
+    log_a = np.array(data.draw(st.lists(entries, min_size=n, max_size=n)), dtype=dtype)
+    worst = max(log_a[i:j + 1].astype(np.float64).sum() for i in range(n) for j in range(i, n))
+    assume(abs(worst - limit) > 1e-3 * limit)          # clear of rounding at the border
+    wrap = torch.as_tensor if data.draw(st.booleans()) else np.asarray
+    ones, eye = wrap(np.ones((n, 1), dtype)), wrap(np.eye(n, dtype=dtype))
+    M = ss.SSS.from_log(wrap(log_a), ones, ones)
+    products = [lambda alg=alg: M.matmul(eye, algorithm=alg, chunk_size=4)
+                for alg in ("recurrent", "quadratic", "chunked")]
+    products += [M.to_dense, lambda: ss.OneSS.from_log(wrap(log_a)) @ eye,
+                 lambda: ss.ssd(eye[None, :, None], wrap(log_a)[None, :, None], ones[None, :, None],
+                                ones[None, :, None], chunk_size=4)]
+    for product in products:
+        if worst > limit:
+            with pytest.raises(ValueError, match=r"log_a must keep every run of consecutive "
+                                                 r"log-decays summing to at most"):
+                product()
+        else:
+            assert np.isfinite(np.asarray(product())).all()
 
 
 def test_backend_by_array_type_and_override():
