@@ -38,6 +38,14 @@ A, B, C, x = rng.uniform(size=T), rng.normal(size=(T, N)), rng.normal(size=(T, N
     (lambda: ss.ssd(np.zeros((1, T, 2, 2)), np.zeros((1, T, 2)), np.zeros((1, T, 1, N)),
                     np.zeros((1, T, 1, N)), dt=np.zeros((1, T, 2)), A=np.zeros(2)),
      r"pass either log_a or \(dt, A\)"),
+    (lambda: ss.algebra.from_dense(np.where(np.tri(T) > 0, np.nan, 0.0)),
+     r"the lower triangle of dense must be finite"),
+    (lambda: ss.semiseparable_rank(np.tril(np.full((T, T), np.inf))),
+     r"the lower triangle of dense must be finite"),
+    (lambda: ss.algebra.from_dense(np.where(np.tri(T) > 0, 1.0, np.nan)),
+     r"dense must be lower triangular .* up to nan above the diagonal"),
+    (lambda: ss.SSS(A, B, np.full((T, N), np.nan)).compress(), r"M.C must be finite"),
+    (lambda: ss.SSS(np.full(T, np.nan), B, C).rank(), r"M.A must be finite"),
 ])
 def test_value_errors_name_the_argument(call, match):
     with pytest.raises(ValueError, match=match):
@@ -50,6 +58,13 @@ def test_value_errors_name_the_argument(call, match):
     (lambda: ss.SSS(A, B, C).matmul(x, backend=3), r"backend must be a str"),
     (lambda: ss.SSS(A, B, C).matmul(torch.as_tensor(x), backend="numpy"), r"backend 'numpy' got a torch tensor"),
     (lambda: ss.SSS(A, B, C) @ None, r"x must be an array, got None"),
+    *[(lambda f=f: f(np.tril(np.ones((T, T)))), r"M must be an SSS matrix .* got ndarray")
+      for f in (ss.algebra.compress, ss.algebra.rank, ss.algebra.inverse, ss.algebra.diagonal,
+                lambda M: ss.algebra.solve(M, x), lambda M: ss.algebra.diag_scale(M, A),
+                lambda M: ss.algebra.scale(M, 2.0), ss.algebra.SSSBlocks,
+                lambda M: ss.algebra.principal_block(M, (slice(0, 2), slice(0, 2))))],
+    (lambda: ss.algebra.add(np.eye(T), ss.SSS(A, B, C)), r"M1 must be an SSS matrix"),
+    (lambda: ss.algebra.multiply(np.eye(T), ss.SSS(A, B, C)), r"M1 must be an SSS matrix"),
 ])
 def test_type_errors_name_the_argument(call, match):
     with pytest.raises(TypeError, match=match):

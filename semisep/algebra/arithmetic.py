@@ -21,12 +21,13 @@ import numbers
 
 from .._checks import as_array, check_min_ndim, shape_str
 from ..sss import SSS
-from .generators import Workspace, as_sss, block_diagonal, check_same_length, raw_A
+from .generators import Workspace, as_sss, block_diagonal, check_same_length, raw_A, require_sss
 
 
 def _operands(op: str, M1: SSS, M2):
     """``(workspace, M2 as SSS)`` for the binary operation ``op``, or None when ``M2`` is not
     an SSS-like matrix."""
+    M1 = require_sss("M1", M1)
     M2 = as_sss(M2)
     if M2 is None:
         return None
@@ -129,6 +130,7 @@ def scale(M: SSS, alpha) -> SSS:
     alpha : real number or 0-d array
         For a diagonal scaling use :func:`diag_scale`.
     """
+    M = require_sss("M", M)
     if not isinstance(alpha, numbers.Real):
         alpha = as_array("alpha", alpha)
         if alpha.ndim != 0:
@@ -151,6 +153,7 @@ def diag_scale(M: SSS, left=None, right=None) -> SSS:
     -------
     SSS with M's A (structure and form kept) and state size.
     """
+    M = require_sss("M", M)
     T = M.seq_len
     scalings, batches = {}, {}
     for name, d in (("left", left), ("right", right)):

@@ -28,7 +28,7 @@ from ..backends import Case, select_backend
 from ..matrix import StructuredMatrix
 from ..oness import OneSS
 from ..sss import SSS
-from .generators import raw_A
+from .generators import raw_A, require_sss
 
 
 class SSSBlocks(StructuredMatrix):
@@ -60,6 +60,7 @@ class SSSBlocks(StructuredMatrix):
     """
 
     def __init__(self, M: SSS, chunk_size: int | None = None):
+        M = require_sss("M", M)
         chunk_size = DEFAULT_CHUNK_SIZE if chunk_size is None else check_positive_int(
             "chunk_size", chunk_size)
         if M.structure == "full":

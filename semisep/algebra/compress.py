@@ -29,7 +29,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..sss import SSS
-from .generators import Workspace, stack_steps
+from .generators import Workspace, require_finite, require_sss, stack_steps
 from .tolerance import check_tolerances, threshold
 
 
@@ -96,8 +96,10 @@ def truncate_observability(be, As, Bs, Cs, tol=None):
 def reachable_form(M: SSS):
     """``(workspace, steps)``: M's generators after sweep 1 (the same matrix)."""
     ws = Workspace("sss_compress", [M])
-    B, C = ws.BC(M)
-    return ws, orthonormalize_reachability(ws.be, ws.full_A(M), B, C)
+    A, (B, C) = ws.full_A(M), ws.BC(M)
+    for name, array in (("M.A", A), ("M.B", B), ("M.C", C)):
+        require_finite(ws.be, name, array)
+    return ws, orthonormalize_reachability(ws.be, A, B, C)
 
 
 def hankel_singular_values(ws: Workspace, steps) -> list:
@@ -130,6 +132,7 @@ def compress(M: SSS, *, rtol=None, atol=None) -> SSS:
     O(T N^3) work, O(T N^2) memory, no T x T matrix (module docstring): two sweeps
     when ``atol`` alone is given, three otherwise (one to find ``s_max``).
     """
+    M = require_sss("M", M)
     check_tolerances(rtol, atol)
     ws, steps = reachable_form(M)
     if rtol is None and atol is not None and atol > 0:

@@ -12,6 +12,8 @@ layers keep them in float32 too).
 
 from __future__ import annotations
 
+import numpy as np
+
 from .._checks import broadcast_batch, shape_str
 from ..backends import Case, select_backend
 from ..backends.base import Array
@@ -23,6 +25,21 @@ def as_sss(M) -> SSS | None:
         return M
     to_sss = getattr(M, "as_sss", None)
     return to_sss() if callable(to_sss) else None
+
+
+def require_sss(name: str, M) -> SSS:
+    """``M`` as an :class:`SSS` (see :func:`as_sss`), or a TypeError naming ``name``."""
+    sss = as_sss(M)
+    if sss is None:
+        raise TypeError(f"{name} must be an SSS matrix (or have as_sss(), like OneSS), got "
+                        f"{type(M).__name__}; for a dense array use semisep.algebra.from_dense")
+    return sss
+
+
+def require_finite(be, name: str, array: Array) -> None:
+    """A ValueError naming ``name`` unless every entry of ``array`` is finite (SVDs need it)."""
+    if not np.isfinite(be.to_numpy(array)).all():
+        raise ValueError(f"{name} must be finite (the rank sweeps take SVDs), got NaN or inf")
 
 
 def raw_A(M: SSS) -> Array:

@@ -16,6 +16,7 @@ import numbers
 import numpy as np
 
 from ..sss import SSS
+from .generators import require_sss
 from .compress import hankel_singular_values, reachable_form, s_max
 from .realize import dense_ranks, strict_upper_max
 from .tolerance import check_tolerances, counts, threshold
@@ -82,6 +83,7 @@ def rank(M: SSS, *, rtol=None, atol=None):
 
     Same tolerance and result as ``semiseparable_rank(M.to_dense(), ...)``.
     """
+    M = require_sss("M", M)
     check_tolerances(rtol, atol)
     ws, steps = reachable_form(M)
     svs = hankel_singular_values(ws, steps)

@@ -29,7 +29,7 @@ import numpy as np
 from .._checks import as_array, check_min_ndim, shape_str
 from ..sss import SSS
 from .compress import truncate_observability
-from .generators import Workspace, stack_steps
+from .generators import Workspace, require_finite, stack_steps
 from .tolerance import check_tolerances, counts, threshold
 
 
@@ -41,7 +41,10 @@ def dense_workspace(dense):
         raise ValueError(f"dense must be a square matrix of shape (..., T, T) with T >= 1, "
                          f"got shape {shape_str(dense.shape)}")
     ws = Workspace("sss_from_dense", [], arrays=[dense], batches={"dense": dense.shape[:-2]})
-    return ws, ws.array(dense)
+    D = ws.array(dense)
+    require_finite(ws.be, "the lower triangle of dense", ws.be.where(
+        ws.be.tri(D.shape[-1], D.shape[-1], 0, like=D), D, ws.be.full((), 0.0, like=D)))
+    return ws, D
 
 
 def hankel_sweep(be, D, rtol, atol, dtype):
@@ -116,7 +119,7 @@ def from_dense(dense, *, rtol=None, atol=None) -> SSS:
     """
     _, D, ws, steps, tol = dense_ranks(dense, rtol, atol)
     upper = strict_upper_max(ws.be, D)
-    if np.any(upper > tol):
+    if not np.all(upper <= tol):      # NaN above the diagonal fails too
         raise ValueError(f"dense must be lower triangular (an SSS matrix is causal): it has "
                          f"entries up to {float(np.max(upper)):.3g} above the diagonal, beyond "
                          f"the tolerance {float(np.min(tol)):.3g}")

@@ -9,11 +9,12 @@ from __future__ import annotations
 
 from .._checks import shape_str
 from ..sss import SSS
-from .generators import Workspace, raw_A
+from .generators import Workspace, raw_A, require_sss
 
 
 def diagonal(M: SSS):
     """The diagonal ``d_t = C_t^T B_t``, shape ``(..., T)``, in M's dtype. O(T N)."""
+    M = require_sss("M", M)
     ws = Workspace("sss_diagonal", [M])
     B, C = ws.BC(M)
     return ws.result(ws.be.sum(B * C, axis=-1))
@@ -43,6 +44,7 @@ def principal_block(M: SSS, key) -> SSS:
     -------
     SSS, shape ``(..., j - i, j - i)``
     """
+    M = require_sss("M", M)
     parts = key if isinstance(key, tuple) else (key,)
     if parts and parts[0] is Ellipsis:
         parts = parts[1:]

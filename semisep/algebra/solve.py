@@ -30,7 +30,7 @@ import numpy as np
 
 from .._checks import as_columns, shape_str
 from ..sss import SSS
-from .generators import Workspace
+from .generators import Workspace, require_sss
 
 
 class SingularMatrixError(np.linalg.LinAlgError):
@@ -87,6 +87,7 @@ def solve(M: SSS, y):
     -----
     O(T N P) work for scalar and diagonal A, O(T N^2 P) for full A; sequential in T.
     """
+    M = require_sss("M", M)
     T = M.seq_len
     y2, vector = as_columns("y", y, T, of=f"a matrix of T={T}")
     ws = Workspace("sss_solve", [M], arrays=[y2], batches={"y": y2.shape[:-2]})
@@ -119,6 +120,7 @@ def inverse(M: SSS) -> SSS:
     O(T N^2) work for scalar and diagonal A (O(T N^3) for full A). ``A'_0`` is zero:
     the result describes the matrix, not an initial state of M's recurrence.
     """
+    M = require_sss("M", M)
     ws = Workspace("sss_inverse", [M])
     be = ws.be
     B, C = ws.BC(M)
