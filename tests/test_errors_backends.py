@@ -3,10 +3,11 @@
 import numpy as np
 import pytest
 import torch
-from hypothesis import assume, given, settings, strategies as st
+from hypothesis import assume, find, given, settings, strategies as st
 
 import semisep as ss
 from semisep.backends import Backend, register
+from semisep.testing import strategies
 
 rng = np.random.default_rng(0)
 T, N, P = 6, 3, 2
@@ -141,3 +142,21 @@ def test_explicit_backend_that_cannot_run_the_case_is_an_error():
         M.matmul(x, backend="scalar-only-test")
     with pytest.raises(ValueError, match="a backend named 'numpy' is already registered"):
         register(ss.get_backend("numpy"))
+
+
+@pytest.mark.parametrize("make, error, words", [
+    (lambda: strategies.sss_matrices(structure="banded"), ValueError, "structure must be one of"),
+    (lambda: find(strategies.sss_matrices(structure=st.just("banded")), bool), ValueError,
+     "structure must be one of"),
+    (lambda: strategies.sss_matrices(T=0), ValueError, "T must be an int >= 1, got 0"),
+    (lambda: find(strategies.sss_matrices(T=st.just(-2)), bool), ValueError, "T must be an int >= 1"),
+    (lambda: strategies.sss_matrices(N=2.0), TypeError, "N must be an int >= 0 or a strategy"),
+    (lambda: strategies.one_ss(T=-1), ValueError, "T must be an int >= 1"),
+    (lambda: strategies.one_ss(backend="jax"), ValueError, "backend must be 'numpy' or 'torch'"),
+    (lambda: strategies.log_decays(shape=(3,), dtype="int8"), ValueError, "dtype must be one of"),
+    (lambda: strategies.inputs(ss.SSS(A, B, C), P=-1), ValueError, "P must be an int >= 0"),
+])
+def test_strategies_name_bad_arguments(make, error, words):
+    """Plain bad values fail at the call, drawn ones at the draw, each naming the argument."""
+    with pytest.raises(error, match=words):
+        make()

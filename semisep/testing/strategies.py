@@ -15,6 +15,8 @@ shrinks), so the arrays are dense and realistic: decays in ``(0, 1]`` or
 
 from __future__ import annotations
 
+import numbers
+
 import numpy as np
 from hypothesis import strategies as st
 
@@ -22,10 +24,30 @@ from ..oness import OneSS
 from ..sss import SSS
 
 _DTYPES = ("float64", "float32", "bfloat16", "float16")
+_STRUCTURES = ("scalar", "diagonal", "full")
 
 
 def _strategy(value):
     return value if isinstance(value, st.SearchStrategy) else st.just(value)
+
+
+def _check_plain(*, structure=None, backend=None, dtype=None, **sizes):
+    """The ValueError/TypeError naming a bad argument; strategies and None are left to the draw.
+
+    ``sizes`` maps a name to ``(value, least)``: an int ``>= least``.
+    """
+    if isinstance(structure, str) and structure not in _STRUCTURES:
+        raise ValueError(f"structure must be one of {_STRUCTURES}, got {structure!r}")
+    for name, (value, least) in sizes.items():
+        if isinstance(value, st.SearchStrategy):
+            continue
+        if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+            raise TypeError(f"{name} must be an int >= {least} or a strategy of them, "
+                            f"got {type(value).__name__} {value!r}")
+        if value < least:
+            raise ValueError(f"{name} must be an int >= {least}, got {value}")
+    if backend is not None:
+        _convert(np.zeros(1), backend, dtype)
 
 
 def _convert(arr: np.ndarray, backend: str, dtype: str):
@@ -63,6 +85,7 @@ def log_decays(*, shape, min_value: float = -5.0, allow_resets: bool = True,
 
     With ``allow_resets`` some draws hold ``-inf`` entries (about 15% of them).
     """
+    _check_plain(backend=backend, dtype=dtype)
     return _log_decays(shape, min_value, allow_resets, backend, dtype)
 
 
@@ -77,8 +100,9 @@ def _values(rng, shape, allow_zeros, allow_negative, special):
 def _sss(draw, structure, T, N, batch_shape, log, allow_zeros, allow_negative, allow_resets,
          backend, dtype):
     structure = draw(_strategy(structure) if structure is not None
-                     else st.sampled_from(["scalar", "diagonal", "full"]))
+                     else st.sampled_from(_STRUCTURES))
     T, N = draw(_strategy(T)), draw(_strategy(N))
+    _check_plain(structure=structure, T=(T, 1), N=(N, 0))
     batch = tuple(draw(_strategy(batch_shape)))
     log = draw(_strategy(log) if log is not None else st.booleans()) and structure != "full"
     rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
@@ -121,6 +145,7 @@ def sss_matrices(*, structure=None, T=st.integers(1, 20), N=st.integers(1, 4),
     backend : {"numpy", "torch"}
     dtype : {"float64", "float32", "bfloat16", "float16"}
     """
+    _check_plain(structure=structure, T=(T, 1), N=(N, 0), backend=backend, dtype=dtype)
     return _sss(structure, T, N, batch_shape, log, allow_zeros, allow_negative, allow_resets,
                 backend, dtype)
 
@@ -128,6 +153,7 @@ def sss_matrices(*, structure=None, T=st.integers(1, 20), N=st.integers(1, 4),
 @st.composite
 def _one_ss(draw, T, batch_shape, log, allow_zeros, allow_negative, allow_resets, backend, dtype):
     T = draw(_strategy(T))
+    _check_plain(T=(T, 1))
     batch = tuple(draw(_strategy(batch_shape)))
     log = draw(_strategy(log) if log is not None else st.booleans())
     if log:
@@ -142,6 +168,7 @@ def one_ss(*, T=st.integers(1, 20), batch_shape=shapes(), log=None, allow_zeros:
            allow_negative: bool = True, allow_resets: bool = True, backend: str = "numpy",
            dtype: str = "float64") -> st.SearchStrategy:
     """Random :class:`~semisep.OneSS` matrices (arguments as :func:`sss_matrices`)."""
+    _check_plain(T=(T, 1), backend=backend, dtype=dtype)
     return _one_ss(T, batch_shape, log, allow_zeros, allow_negative, allow_resets, backend, dtype)
 
 
@@ -151,10 +178,13 @@ def _inputs(draw, M, P, vector, backend, dtype):
     S = M.shape[-1]
     if draw(_strategy(vector)):
         return _convert(rng.normal(size=(S,)), backend, dtype)
-    return _convert(rng.normal(size=(S, draw(_strategy(P)))), backend, dtype)
+    P = draw(_strategy(P))
+    _check_plain(P=(P, 0))
+    return _convert(rng.normal(size=(S, P)), backend, dtype)
 
 
 def inputs(M, *, P=st.integers(1, 3), vector=st.booleans(), backend: str = "numpy",
            dtype: str = "float64") -> st.SearchStrategy:
     """Right-hand sides ``x`` for ``M``: ``(S,)`` vectors or ``(S, P)`` matrices."""
+    _check_plain(P=(P, 0), backend=backend, dtype=dtype)
     return _inputs(M, P, vector, backend, dtype)
