@@ -16,3 +16,10 @@ def test_demo_quick_checks_pass(capsys, tmp_path):
 def test_module_entry_point_usage():
     result = subprocess.run([sys.executable, "-m", "semisep"], capture_output=True, text=True)
     assert result.returncode == 2 and "usage: python -m semisep" in result.stderr
+
+
+def test_module_entry_point_help_and_unknown_command(capsys):
+    from semisep.__main__ import main
+
+    assert main(["--help"]) == 0 and "usage: python -m semisep" in capsys.readouterr().out
+    assert main(["demos"]) == 2 and "unknown command 'demos'" in capsys.readouterr().err
