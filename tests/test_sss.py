@@ -30,7 +30,8 @@ def test_every_algorithm_matches_the_recurrence(backend, data, chunk_size):
     x = data.draw(inputs(M, backend=backend, vector=False))
     N, P = M.state_size, x.shape[-1]
     rng = np.random.default_rng(data.draw(st.integers(0, 1000)))
-    h0 = rng.normal(size=M.batch_shape + (N, P))
+    h0_batch = data.draw(shapes(max_dims=1)) + M.batch_shape    # may broadcast beyond M and x
+    h0 = rng.normal(size=h0_batch + (N, P))
     if backend == "torch":
         h0 = torch.as_tensor(h0)
     y_ref, h_ref = recurrence_reference(M.A, M.B, M.C, x, initial_state=h0, structure=M.structure)

@@ -157,7 +157,9 @@ def pass_states(be: Backend, total: Array, states: Array, h0: Array):
 
     first = be.ones(total.shape[:-2] + (1, K), like=total)
     L = Decays(be.moveaxis(be.concat([first, total], axis=-2), -1, -2), log=False).matrix(be)
-    h0 = be.broadcast_to(h0, states.shape[:-3] + (N, P))
+    batch = tuple(be.broadcast_shapes(tuple(states.shape[:-3]), tuple(h0.shape[:-2])))
+    h0 = be.broadcast_to(h0, batch + (N, P))
+    states = be.broadcast_to(states, batch + tuple(states.shape[-3:]))
     H = L @ be.concat([per_decay(h0[..., None, :, :]), per_decay(states)], axis=-2)
     H = be.moveaxis(H, -3, -2).reshape(H.shape[:-3] + (nc + 1, N, P))   # H_{-1} .. H_{nc-1}
     return H[..., :-1, :, :], H[..., -1, :, :]

@@ -89,14 +89,15 @@ def recurrence_reference(A, B, C, x, *, initial_state=None, structure: str | Non
                          log: bool = False):
     """``(y, h_{T-1})`` of the recurrence, float64, for ``x`` ``(..., T, P)``.
 
-    ``initial_state`` is ``(..., N, P)``; zero when omitted.
+    ``initial_state`` is ``(..., N, P)``; zero when omitted. The batch dimensions
+    of the generators, ``x`` and ``initial_state`` broadcast.
     """
     A, B, C, structure, batch = _generators(A, B, C, structure, log)
     x = to_numpy64(x)
     T, N, P = B.shape[-2], B.shape[-1], x.shape[-1]
-    batch = np.broadcast_shapes(batch, x.shape[:-2])
-    h0 = np.zeros(batch + (N, P)) if initial_state is None else to_numpy64(initial_state)
-    h0 = np.broadcast_to(h0, batch + (N, P))
+    h0 = None if initial_state is None else to_numpy64(initial_state)
+    batch = np.broadcast_shapes(batch, x.shape[:-2], () if h0 is None else h0.shape[:-2])
+    h0 = np.zeros(batch + (N, P)) if h0 is None else np.broadcast_to(h0, batch + (N, P))
     A = np.broadcast_to(A, batch + A.shape[len(A.shape) - {"scalar": 1, "diagonal": 2,
                                                            "full": 3}[structure]:])
     B, C = np.broadcast_to(B, batch + (T, N)), np.broadcast_to(C, batch + (T, N))
