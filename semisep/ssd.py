@@ -60,7 +60,7 @@ def ssd(x, log_a=None, B=None, C=None, *, chunk_size: int | None = None, initial
     final_state : array, shape ``(b, h, p, n)``, only with ``return_final_state``
     """
     named = check_ssd_args(x, log_a, B, C, initial_state=initial_state, dt=dt, A=A, D=D, z=z,
-                           dt_bias=dt_bias, seq_idx=seq_idx)
+                           dt_bias=dt_bias, dt_softplus=dt_softplus, seq_idx=seq_idx)
     T = named["x"].shape[1]
     chunk_size = DEFAULT_CHUNK_SIZE if chunk_size is None else check_positive_int(
         "chunk_size", chunk_size)
@@ -80,7 +80,7 @@ def ssd(x, log_a=None, B=None, C=None, *, chunk_size: int | None = None, initial
 
 
 def check_ssd_args(x, log_a=None, B=None, C=None, *, initial_state=None, dt=None, A=None,
-                   D=None, z=None, dt_bias=None, seq_idx=None) -> dict:
+                   D=None, z=None, dt_bias=None, dt_softplus=False, seq_idx=None) -> dict:
     """Validate :func:`ssd`'s arrays; returns those given, by name (``x``, ``B``, ``C``, ...).
 
     Raises the ValueError/TypeError that names the argument, the shape it got and
@@ -104,6 +104,9 @@ def check_ssd_args(x, log_a=None, B=None, C=None, *, initial_state=None, dt=None
         raise ValueError("dt and A go together: pass both (Mamba-2 semantics) or neither")
     if (log_a is None) == (dt is None):
         raise ValueError("pass either log_a or (dt, A), not both and not neither")
+    if dt is None and (dt_bias is not None or dt_softplus):
+        raise ValueError("dt_bias and dt_softplus act on dt: pass dt and A (Mamba-2 semantics) "
+                         "to use them, not log_a")
     named = {"x": x, "B": B, "C": C}
     if log_a is not None:
         named["log_a"] = log_a = as_array("log_a", log_a)

@@ -97,7 +97,8 @@ def ssd(x, log_a=None, B=None, C=None, *, group=None, chunk_size: int | None = N
     needs_grad = False
     try:
         named = check_ssd_args(x, log_a, B, C, initial_state=initial_state, dt=dt, A=A, D=D,
-                               z=z, dt_bias=dt_bias, seq_idx=seq_idx)
+                               z=z, dt_bias=dt_bias, dt_softplus=dt_softplus,
+                               seq_idx=seq_idx)
         for name, value in named.items():
             if not isinstance(value, torch.Tensor):
                 raise TypeError(f"{name} must be a torch.Tensor (semisep.distributed runs on "
