@@ -14,6 +14,7 @@ and :meth:`Masked.to_sss` returns that form. With an SSS mask
 
 from __future__ import annotations
 
+from ._checks import as_columns
 from .backends import backend_of
 from .masks._base import is_complex_dtype
 from .matrix import StructuredMatrix
@@ -54,8 +55,10 @@ class Masked(StructuredMatrix):
         algorithm : {"linear", "quadratic", "auto"}
         backend : str, optional
         """
-        vector = getattr(x, "ndim", None) == 1
-        y = sma(self.Q, self.K, x[:, None] if vector else x, self.L, algorithm=algorithm,
+        S = self.shape[-1]
+        x2, vector = as_columns("x", x, S, of=f"a matrix of S={S} columns",
+                                allow_complex=self.allow_complex)
+        y = sma(self.Q, self.K, x2, self.L, algorithm=algorithm,
                 allow_complex=self.allow_complex, backend=backend)
         return y[..., 0] if vector else y
 

@@ -15,7 +15,7 @@ A user's own mask needs only these to work everywhere semisep takes a matrix.
 
 from __future__ import annotations
 
-from ._checks import as_array, check_min_ndim, shape_str
+from ._checks import as_array, check_min_ndim, is_torch, shape_str
 from .backends import backend_of
 
 
@@ -70,7 +70,9 @@ class StructuredMatrix:
 class Dense(StructuredMatrix):
     """A plain array ``W`` of shape ``(..., T, S)`` seen as a structured matrix.
 
-    ``matmul`` is the ordinary product, O(T S P).
+    ``matmul`` is the ordinary product, O(T S P), in the promoted dtype of ``W``
+    and ``x`` (numpy's or torch's rules: a float32 ``W`` times a float64 ``x``
+    is float64).
     """
 
     def __init__(self, W):
@@ -87,7 +89,15 @@ class Dense(StructuredMatrix):
         return self.W.dtype
 
     def matmul(self, x):
-        return self.W @ as_array("x", x)
+        x = as_array("x", x)
+        if not (is_torch(self.W) or is_torch(x)):
+            return self.W @ x
+        import torch      # torch's matmul does not promote: cast both to the promoted dtype
+
+        W = torch.as_tensor(self.W, device=x.device if is_torch(x) else None)
+        x = torch.as_tensor(x, device=W.device)
+        dtype = torch.promote_types(W.dtype, x.dtype)
+        return W.to(dtype) @ x.to(dtype)
 
     def to_dense(self):
         return self.W

@@ -22,6 +22,8 @@ from __future__ import annotations
 import contextlib
 import math
 
+import numpy as np
+
 from ._checks import as_array, broadcast_batch, check_min_ndim, is_torch, shape_str
 from .algorithms import DEFAULT_CHUNK_SIZE
 from .backends import Case, select_backend, use_backend
@@ -40,8 +42,15 @@ LINEAR_SEGMENT = 1024
 
 
 def as_mask(L):
-    """``L`` if it has the mask protocol, ``Dense(L)`` for a real array, else a TypeError."""
-    if isinstance(L, StructuredMatrix) or all(
+    """``L`` if it has the mask protocol, ``Dense(L)`` for a real array, else a TypeError.
+
+    numpy arrays and torch tensors are always arrays here: a tensor happens to
+    carry ``shape``, ``dtype``, ``matmul`` and ``to_dense``, but its ``.T``
+    reverses every axis, not the last two.
+    """
+    if isinstance(L, StructuredMatrix):
+        return L
+    if not (is_torch(L) or isinstance(L, np.ndarray)) and all(
             hasattr(L, name) for name in ("shape", "dtype", "matmul", "to_dense")):
         return L
     if is_torch(L) or hasattr(L, "__array__"):
@@ -201,6 +210,8 @@ def linear(be, L, Q, K, V):
     the whole sequence (narrower groups as T grows).
     """
     T, (S, P), N = Q.shape[-2], V.shape[-2:], K.shape[-1]
+    if P == 0:          # no value columns to take in groups: the empty product of the scores
+        return quadratic(be, L, Q, K, V)
     batch = math.prod(be.broadcast_shapes(tuple(L.shape[:-2]), tuple(Q.shape[:-2]),
                                           tuple(K.shape[:-2]), tuple(V.shape[:-2])))
     M = _semiseparable(L)

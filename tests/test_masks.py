@@ -263,6 +263,8 @@ def test_gradients_reach_mask_parameters_and_input():
     (lambda: Decay(0.5, -1), ValueError, "T must be an int >= 1"),
     (lambda: Toeplitz(1.0), ValueError, r"alpha must have shape \(..., T\), got shape \(\)"),
     (lambda: Toeplitz(np.ones((2, 3)), np.ones((3, 4))), ValueError, "alpha .* alpha_upper"),
+    (lambda: Toeplitz(np.zeros(0)), ValueError, r"alpha must have shape \(..., T\) with T >= 1"),
+    (lambda: Toeplitz(np.ones(3), np.zeros(0)), ValueError, "alpha_upper .* with S >= 1"),
     (lambda: Fourier(4, dtype=np.float64), TypeError, "dtype must be a complex dtype"),
     (lambda: Fourier(4, inverse="yes"), TypeError, "inverse must be a bool"),
     (lambda: Causal(3) @ np.ones((4, 2)), ValueError, r"x must have shape \(3,\) or \(..., 3, m\)"),

@@ -248,6 +248,8 @@ def test_bad_inputs():
         layer(u, cu_seqlens=torch.tensor([0.0, 6.0]))
     with pytest.raises(ValueError, match=r"cu_seqlens packs sequences into a batch of one, got x of batch 2"):
         layer(torch.randn(2, 6, 8), cu_seqlens=torch.tensor([0, 6]))
+    with pytest.raises(TypeError, match=r"cache must be a Mamba2Cache .* got NoneType"):
+        layer.step(torch.randn(1, 8), None)
     with pytest.raises(ValueError, match=r"seq_idx must have shape \(1, 6\), got shape \(1, 5\)"):
         layer(u, seq_idx=torch.zeros(1, 5, dtype=torch.long))
     with pytest.raises(ValueError, match=r"return_cache=True needs one sequence per row"):

@@ -253,6 +253,10 @@ def test_bad_inputs():
         MaskedAttention(8, 2, mask="selective", d_conv=3).step(torch.randn(2, 8), cache)
     with pytest.raises(ValueError, match=r"x_t must have shape \(batch, 8\), got shape \(2, 1, 8\)"):
         layer.step(torch.randn(2, 1, 8), cache)
+    with pytest.raises(TypeError, match=r"cache must be an AttentionCache .* got NoneType"):
+        layer.step(torch.randn(2, 8), None)
+    with pytest.raises(ValueError, match=r"gamma must have shape \(2,\) \(one per head\), got shape \(3,\)"):
+        ss.nn.ToeplitzMask(2, 5, gamma=[0.5, 0.6, 0.7])
 
 
 # -- SSS masks (state size N_L): the dual SSM has state N_L * d_key -----------------------
@@ -495,3 +499,18 @@ def test_sss_mask_bad_inputs():
 
     with pytest.raises(TypeError, match=r"a mask module with state_size must return an SSS \(or 1-SS\) matrix, got Toeplitz"):
         sss_layer(NotSSS()).step(x[:, 0], sss_layer(NotSSS()).allocate_cache(2))
+
+
+@pytest.mark.parametrize("algorithm", ["linear", "quadratic"])
+def test_array_masks_numpy_or_torch_any_dtype(algorithm):
+    """A plain array mask (numpy or a tensor of another dtype) is the dense mask L."""
+    L = np.tril(np.random.default_rng(0).uniform(size=(6, 6)))
+    torch.manual_seed(0)
+    ref = MaskedAttention(8, 2, mask=ss.Dense(torch.tensor(L)), algorithm=algorithm,
+                          dtype=torch.float64)
+    x = torch.randn(2, 6, 8, dtype=torch.float64)
+    for mask in (L, torch.tensor(L, dtype=torch.float32), torch.tensor(L)):
+        layer = MaskedAttention(8, 2, mask=mask, algorithm=algorithm, dtype=torch.float64)
+        layer.load_state_dict(ref.state_dict())
+        tol = 1e-6 if getattr(mask, "dtype", None) == torch.float32 else 1e-12
+        torch.testing.assert_close(layer(x), ref(x), rtol=tol, atol=tol)

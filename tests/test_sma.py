@@ -282,3 +282,32 @@ def test_inputs_never_modified():
 def test_result_shape_broadcasts(batch):
     Q, K, V = np.ones(batch + (3, 2)), np.ones((3, 2)), np.ones((1,) * len(batch) + (3, 4))
     assert ss.sma(Q, K, V, Causal(3)).shape == batch + (3, 4)
+
+
+def test_tensor_masks_are_dense_matrices():
+    """A tensor L is Dense(L): .T swaps only its last two axes, its dtype is promoted."""
+    rng = np.random.default_rng(0)
+    L = np.tril(rng.uniform(size=(3, 4, 4)))
+    Q, K, V = (rng.normal(size=(3, 4, 2)) for _ in range(3))
+    ref = np.swapaxes(L * (Q @ np.swapaxes(K, -1, -2)), -1, -2) @ V
+    Qt, Kt, Vt = (torch.tensor(a) for a in (Q, K, V))
+    for Lt in (torch.tensor(L), torch.tensor(L, dtype=torch.float32)):
+        assert_close(ss.masked(Lt, Qt, Kt).T @ Vt, ref, rtol=1e-6)
+        for algorithm in ("linear", "quadratic"):
+            y = ss.sma(Qt, Kt, Vt, Lt, algorithm=algorithm)
+            assert y.dtype == torch.float64
+            assert_close(y, (L * (Q @ np.swapaxes(K, -1, -2))) @ V, rtol=1e-6)
+
+
+@pytest.mark.parametrize("algorithm", ["linear", "quadratic", "auto"])
+def test_no_value_columns(algorithm):
+    y = ss.sma(np.ones((5, 3)), np.ones((5, 3)), np.ones((2, 5, 0)), Causal(5), algorithm=algorithm)
+    assert y.shape == (2, 5, 0)
+
+
+def test_masked_product_takes_a_list_as_a_vector():
+    W = ss.masked(Causal(5), np.ones((5, 3)), np.ones((5, 3)))
+    x = [1.0, 2.0, 3.0, 4.0, 5.0]
+    assert_close(W @ x, W.to_dense() @ np.array(x))
+    with pytest.raises(ValueError, match=r"x must have shape \(5,\) or \(..., 5, P\)"):
+        W @ [1.0, 2.0]

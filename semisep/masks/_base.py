@@ -7,7 +7,9 @@ and multiplies along the sequence axis ``S`` by the mask's own fast algorithm
 
 ``Causal`` and ``Fourier`` hold no arrays: their entries are known. Their
 ``dtype`` (numpy or torch, chosen by the caller) is what ``to_dense()``
-returns; their products follow the precision of ``x``.
+returns; their products follow the precision of ``x`` as its backend
+computes it (the numpy backend keeps float32 and gives float64 for every
+other dtype, float16 included; torch keeps half precision, computing in float32).
 """
 
 from __future__ import annotations

@@ -25,7 +25,8 @@ class Causal(Mask):
         ``offset = S - T`` the ``T`` queries are the last ``T`` of ``S`` positions.
     dtype : numpy or torch dtype
         The dtype of :meth:`to_dense` (a torch dtype gives a tensor). Products
-        follow the precision of ``x``.
+        follow the precision of ``x`` as its backend computes it (numpy:
+        float32 stays float32, other dtypes give float64).
 
     Notes
     -----

@@ -26,7 +26,8 @@ class Fourier(Mask):
     dtype : numpy or torch complex dtype
         The dtype of :meth:`to_dense` (a torch dtype gives a tensor). Products
         are complex of the precision of ``x`` (complex64 for float32 and for
-        half-precision inputs).
+        torch half-precision inputs; the numpy backend computes numpy float16
+        in float64, so complex128).
 
     Notes
     -----

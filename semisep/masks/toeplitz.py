@@ -6,7 +6,7 @@ import math
 
 import numpy as np
 
-from .._checks import as_array, broadcast_batch, check_min_ndim
+from .._checks import as_array, broadcast_batch, check_min_ndim, shape_str
 from ..backends import backend_of
 from ._base import Mask
 
@@ -39,6 +39,12 @@ FFT_WEIGHT = 2.0
 
 def _fft_size(n: int) -> int:
     return 1 << max(0, (n - 1).bit_length())
+
+
+def _check_length(name: str, arr, side: str):
+    if arr.shape[-1] < 1:
+        raise ValueError(f"{name} must have shape (..., {side}) with {side} >= 1, "
+                         f"got shape {shape_str(arr.shape)}")
 
 
 class Toeplitz(Mask):
@@ -82,10 +88,12 @@ class Toeplitz(Mask):
     def __init__(self, alpha, alpha_upper=None):
         alpha = as_array("alpha", alpha)
         check_min_ndim("alpha", alpha, 1, "(..., T)")
+        _check_length("alpha", alpha, "T")
         batches = {"alpha": alpha.shape[:-1]}
         if alpha_upper is not None:
             alpha_upper = as_array("alpha_upper", alpha_upper)
             check_min_ndim("alpha_upper", alpha_upper, 1, "(..., S)")
+            _check_length("alpha_upper", alpha_upper, "S")
             batches["alpha_upper"] = alpha_upper.shape[:-1]
         self._batch = broadcast_batch(batches)
         self.alpha, self.alpha_upper = alpha, alpha_upper

@@ -63,7 +63,8 @@ def check_cache(cache, kind: type, expected: dict, owner: str):
     ``expected`` maps attribute names to shapes; the first dimension is the batch.
     """
     if not isinstance(cache, kind):
-        raise TypeError(f"cache must be a {kind.__name__} (from {owner}.allocate_cache), "
+        article = "an" if kind.__name__[0] in "AEIOU" else "a"
+        raise TypeError(f"cache must be {article} {kind.__name__} (from {owner}.allocate_cache), "
                         f"got {type(cache).__name__}")
     for name, shape in expected.items():
         value = getattr(cache, name)

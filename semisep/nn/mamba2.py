@@ -222,6 +222,7 @@ class Mamba2(nn.Module):
         if u_t.ndim != 2 or u_t.shape[-1] != self.d_model:
             raise ValueError(f"u_t must have shape (batch, {self.d_model}), "
                              f"got shape {shape_str(u_t.shape)}")
+        check_cache(cache, Mamba2Cache, {}, "Mamba2")   # forward would take None as "no cache"
         y, new = self.forward(u_t[:, None], cache=cache, return_cache=True)
         cache.conv_state, cache.ssm_state = new.conv_state, new.ssm_state
         return y[:, 0]

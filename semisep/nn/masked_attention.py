@@ -270,6 +270,7 @@ class MaskedAttention(nn.Module):
         if x_t.ndim != 2 or x_t.shape[-1] != self.d_model:
             raise ValueError(f"x_t must have shape (batch, {self.d_model}), "
                              f"got shape {shape_str(x_t.shape)}")
+        check_cache(cache, AttentionCache, {}, "MaskedAttention")   # forward: None = no cache
         y, new = self.forward(x_t[:, None], cache=cache, return_cache=True)
         cache.state, cache.conv_state, cache.position = new.state, new.conv_state, new.position
         return y[:, 0]

@@ -37,12 +37,14 @@ FixedSSSMask      a given SSS-form matrix     none           yes (by position)
 
 from __future__ import annotations
 
+import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import nn
 
 from .. import masks
-from .._checks import check_positive_int, shape_str
+from .._checks import as_array, check_min_ndim, check_positive_int, shape_str
+from ..matrix import Dense
 from ..oness import OneSS
 from ..sss import SSS
 from ._dtypes import at_least_fp32, fp32_or_wider
@@ -152,8 +154,12 @@ class ToeplitzMask(nn.Module):
         self.max_len = check_positive_int("max_len", max_len)
         if gamma is None:
             gamma = 1 - 2.0 ** (-5 - torch.arange(n_heads, dtype=torch.float64))
+        gamma = torch.as_tensor(gamma, dtype=torch.float64)
+        if tuple(gamma.shape) != (n_heads,):
+            raise ValueError(f"gamma must have shape ({n_heads},) (one per head), got shape "
+                             f"{shape_str(gamma.shape)}")
         lags = torch.arange(max_len, dtype=torch.float64)
-        alpha = torch.as_tensor(gamma, dtype=torch.float64)[:, None] ** lags
+        alpha = gamma[:, None] ** lags
         self.alpha = nn.Parameter(alpha.to(device=device, dtype=dtype or torch.float32))
 
     def forward(self, x: torch.Tensor) -> masks.Toeplitz:
@@ -169,8 +175,8 @@ def make_mask(mask, d_model: int, n_heads: int, max_len: int | None, device=None
 
     ``"causal"``, ``"decay"``, ``"selective"``, ``"toeplitz"`` (needs ``max_len``),
     a fixed structured matrix (used as is, for inputs of its length; a
-    :class:`FixedSSSMask` when it has an SSS form), or any callable mask module
-    (used as is).
+    :class:`FixedSSSMask` when it has an SSS form), a plain array (numpy or
+    torch, as :class:`~semisep.Dense`), or any callable mask module (used as is).
     """
     if isinstance(mask, str):
         if mask == "causal":
@@ -185,6 +191,9 @@ def make_mask(mask, d_model: int, n_heads: int, max_len: int | None, device=None
             return ToeplitzMask(n_heads, max_len, device=device, dtype=dtype)
         raise ValueError(f"mask must be one of 'causal', 'decay', 'selective', 'toeplitz', "
                          f"a structured matrix or a callable, got {mask!r}")
+    if isinstance(mask, (torch.Tensor, np.ndarray)):      # a plain array: the dense mask
+        check_min_ndim("mask", as_array("mask", mask), 2, "(..., T, T)")
+        return FixedMask(Dense(mask))
     if hasattr(mask, "to_dense") and hasattr(mask, "shape"):
         return FixedMask(mask) if sss_form(mask) is None else FixedSSSMask(mask)
     if callable(mask):
