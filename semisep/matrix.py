@@ -58,6 +58,8 @@ class StructuredMatrix:
 
     def __rmatmul__(self, other):
         """``other @ self`` computed as ``(self.T @ other^T)^T``."""
+        if isinstance(other, StructuredMatrix):   # no product of the two: Python's TypeError
+            return NotImplemented
         other = as_array("x", other)
         if other.ndim == 1:
             return self.T.matmul(other)

@@ -68,6 +68,24 @@ def test_product_initial_state_is_the_cascade(data):
     assert_close(got, expected)
 
 
+@given(data=st.data())
+def test_sum_and_difference_initial_state_is_each_operands(data):
+    """The state of ``M1 +- M2`` is ``[h1; h2]``: each operand's own, for the difference too."""
+    M1, M2 = data.draw(sss_pairs())
+    rng = np.random.default_rng(data.draw(st.integers(0, 1000)))
+    x = rng.normal(size=(M1.seq_len, 2))
+    h1, h2 = rng.normal(size=(M1.state_size, 2)), rng.normal(size=(M2.state_size, 2))
+    y1, f1 = M1.matmul(x, initial_state=h1, algorithm="recurrent", return_final_state=True)
+    y2, f2 = M2.matmul(x, initial_state=h2, algorithm="recurrent", return_final_state=True)
+    for sign, result in ((1.0, M1 + M2), (-1.0, M1 - M2)):
+        y, f = result.matmul(x, initial_state=np.concatenate([h1, h2], axis=-2),
+                             algorithm="recurrent", return_final_state=True)
+        assert_close(y, y1 + sign * y2)
+        batch = np.broadcast_shapes(f1.shape[:-2], f2.shape[:-2])
+        assert_close(f, np.concatenate([np.broadcast_to(g, batch + g.shape[-2:]) for g in (f1, f2)],
+                                       axis=-2))
+
+
 @pytest.mark.parametrize("backend", BACKENDS)
 @given(data=st.data(), alpha=st.floats(-3, 3, allow_subnormal=False))
 def test_scaling(backend, data, alpha):
@@ -123,6 +141,8 @@ def test_oness_operands():
     assert_close((L - M).to_dense(), DL - D)
     assert_close((L @ M).to_dense(), DL @ D)
     assert_close((M @ L).to_dense(), D @ DL)
+    assert_close(ss.algebra.add(L, M).to_dense(), DL + D)          # a OneSS first operand
+    assert_close(ss.algebra.multiply(L, M).to_dense(), DL @ D)
 
 
 def test_array_products_still_go_to_matmul():
@@ -152,6 +172,13 @@ def test_bad_operands_name_the_problem():
     Mc = ss.SSS(rng.uniform(-1, 1, (3, 5)), rng.normal(size=(3, 5, 2)), rng.normal(size=(3, 5, 2)))
     with pytest.raises(ValueError, match=r"batch.*M1 \(2,\), M2 \(3,\)"):
         Mb + Mc
+    with pytest.raises(TypeError, match=r"unsupported operand type\(s\) for @: 'SSS' and 'Causal'"):
+        M @ ss.masks.Causal(5)
+    grows = ss.SSS.from_log(np.full(5, 200.0), np.ones((5, 1)), np.ones((5, 1)))  # 1000 > 709.8
+    for op in (lambda: grows + M, lambda: grows @ M, grows.rank, grows.compress,
+               lambda: grows.solve(np.ones(5))):
+        with pytest.raises(ValueError, match="log_a must keep every run"):
+            op()
 
 
 def test_gradients_flow_through_the_algebra():

@@ -158,6 +158,7 @@ def test_explicit_backend_that_cannot_run_the_case_is_an_error():
     (lambda: strategies.one_ss(T=-1), ValueError, "T must be an int >= 1"),
     (lambda: strategies.one_ss(backend="jax"), ValueError, "backend must be 'numpy' or 'torch'"),
     (lambda: strategies.log_decays(shape=(3,), dtype="int8"), ValueError, "dtype must be one of"),
+    (lambda: strategies.log_decays(shape=(3,), min_value=1.0), ValueError, "min_value must be <= 0"),
     (lambda: strategies.inputs(ss.SSS(A, B, C), P=-1), ValueError, "P must be an int >= 0"),
 ])
 def test_strategies_name_bad_arguments(make, error, words):

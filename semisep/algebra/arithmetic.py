@@ -25,14 +25,14 @@ from .generators import Workspace, as_sss, block_diagonal, check_same_length, ra
 
 
 def _operands(op: str, M1: SSS, M2):
-    """``(workspace, M2 as SSS)`` for the binary operation ``op``, or None when ``M2`` is not
-    an SSS-like matrix."""
+    """``(workspace, M1 as SSS, M2 as SSS)`` for the binary operation ``op``, or None when
+    ``M2`` is not an SSS-like matrix."""
     M1 = require_sss("M1", M1)
     M2 = as_sss(M2)
     if M2 is None:
         return None
     check_same_length("the right operand", M1, M2)
-    return Workspace(op, [M1, M2]), M2
+    return Workspace(op, [M1, M2]), M1, M2
 
 
 def _with(ws: Workspace, M: SSS, *, B=None, C=None) -> SSS:
@@ -47,8 +47,9 @@ def _with(ws: Workspace, M: SSS, *, B=None, C=None) -> SSS:
 def add(M1: SSS, M2, *, sign: float = 1.0):
     """``M1 + sign * M2`` as an SSS matrix of state size ``N1 + N2``.
 
-    The state is ``[h1; h2]``: ``A = diag(A1, A2)``, ``B = [B1; sign B2]``,
-    ``C = [C1; C2]``. Two scalar or diagonal A give a diagonal A (kept as
+    The state is ``[h1; h2]``: ``A = diag(A1, A2)``, ``B = [B1; B2]``,
+    ``C = [C1; sign C2]`` (the sign on the output side, so that an initial
+    state ``[h1; h2]`` means each operand's own, for the difference too). Two scalar or diagonal A give a diagonal A (kept as
     log-decays when both are); a full operand gives a block-diagonal full A.
 
     Parameters
@@ -66,19 +67,21 @@ def add(M1: SSS, M2, *, sign: float = 1.0):
     ops = _operands("sss_add", M1, M2)
     if ops is None:
         return NotImplemented
-    ws, M2 = ops
+    ws, M1, M2 = ops
     be = ws.be
     (B1, C1), (B2, C2) = ws.BC(M1), ws.BC(M2)
-    B = ws.result(be.concat([B1, sign * B2], axis=-1))
-    C = ws.result(be.concat([C1, C2], axis=-1))
+    B = ws.result(be.concat([B1, B2], axis=-1))
+    C = ws.result(be.concat([C1, sign * C2], axis=-1))   # the state stays [h1; h2]
     if "full" in (M1.structure, M2.structure):
         A = block_diagonal(be, ws.full_A(M1), ws.full_A(M2))
         return SSS(A, B, C, structure="full")
     if M1.log_a is not None and M2.log_a is not None:
         log_a = be.concat([ws.decays(M1), ws.decays(M2)], axis=-1)
         return SSS.from_log(log_a, B, C, structure="diagonal")
-    A = be.concat([ws.batched(M.A if M.structure == "diagonal" else M.A[..., None],
-                              (M.seq_len, M.state_size)) for M in (M1, M2)], axis=-1)
+    values = [ws.values(M) for M in (M1, M2)]
+    A = be.concat([ws.batched(A if M.structure == "diagonal" else A[..., None],
+                              (M.seq_len, M.state_size)) for M, A in zip((M1, M2), values)],
+                  axis=-1)
     return SSS(A, B, C, structure="diagonal")
 
 
@@ -107,7 +110,7 @@ def multiply(M1: SSS, M2):
     ops = _operands("sss_product", M1, M2)
     if ops is None:
         return NotImplemented
-    ws, M2 = ops
+    ws, M1, M2 = ops
     be = ws.be
     A1, A2 = ws.full_A(M1), ws.full_A(M2)
     (B1, C1), (B2, C2) = ws.BC(M1), ws.BC(M2)

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .._checks import broadcast_batch, shape_str
+from .._checks import broadcast_batch, check_decay_overflow, shape_str
 from ..backends import Case, select_backend
 from ..backends.base import Array
 from ..sss import SSS
@@ -115,10 +115,17 @@ class Workspace:
             A = A[..., None]
         return self.be.broadcast_to(A, self.batch + (M.seq_len, M.state_size))
 
+    def values(self, M: SSS) -> Array:
+        """A's values (``exp(log_a)`` for a log form, checked against overflow first)."""
+        if M.log_a is not None:
+            check_decay_overflow("log_a", M.log_a, self.dtype,
+                                 axis=-1 if M.structure == "scalar" else -2)
+        return self.array(M.A)
+
     def full_A(self, M: SSS) -> Array:
         """A as values of shape ``batch + (T, N, N)`` whatever its structure."""
         T, N = M.seq_len, M.state_size
-        A = self.array(M.A)
+        A = self.values(M)
         if M.structure == "scalar":
             A = A[..., None, None] * self.eye(N)
         elif M.structure == "diagonal":

@@ -81,7 +81,10 @@ def is_semiseparable(dense, N, *, rtol=None, atol=None):
 def rank(M: SSS, *, rtol=None, atol=None):
     """The semiseparable rank of M from its generators (no T x T matrix). O(T N^3).
 
-    Same tolerance and result as ``semiseparable_rank(M.to_dense(), ...)``.
+    Same tolerance and result as ``semiseparable_rank(M.to_dense(), ...)`` for float32
+    and float64 M. A half-precision ``M.to_dense()`` is rounded to bfloat16 or float16,
+    and at the default tolerance (the float32 compute dtype's) that rounding counts as
+    rank there; this function reads the generators in float32 and does not see it.
     """
     M = require_sss("M", M)
     check_tolerances(rtol, atol)

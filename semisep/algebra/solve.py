@@ -94,7 +94,7 @@ def solve(M: SSS, y):
     be = ws.be
     B, C = ws.BC(M)
     d = _nonzero_diagonal(ws, M, B, C, "solve")
-    A = ws.array(M.A)
+    A = ws.values(M)
     y2 = be.broadcast_to(ws.array(y2), ws.batch + tuple(y2.shape[-2:]))
     h = be.zeros(ws.batch + (M.state_size, y2.shape[-1]), like=y2)
     xs = []

@@ -8,7 +8,10 @@ A singular value ``s`` of a Hankel block ``M[k:, :k+1]`` counts when
 the largest singular value over all the Hankel blocks (at most ``||M||_2``).
 ``rtol`` defaults to ``T * eps`` of the compute dtype, or to 0 when a positive
 ``atol`` is given alone (the convention of :func:`scipy.linalg.pinv`); ``atol``
-defaults to 0. A zero matrix has rank 0.
+defaults to 0. A zero matrix has rank 0. The compute dtype is float32 for
+bfloat16 and float16 inputs, so the rounding of a half-precision dense matrix
+counts as rank at the default: pass an ``rtol`` of its precision (about
+``1e-2``) to see past it.
 """
 
 from __future__ import annotations

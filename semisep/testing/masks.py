@@ -160,20 +160,34 @@ class MaskTestMixin:
         assert_matches_dense(mask, self.make_dense(), rtol=self._rtol(mask), seed=self.seed)
 
     def test_vector_and_batched_products(self):
+        """``L @ x``, ``x @ L`` and ``L.T @ x`` for vectors and batches of matrices."""
         mask, dense = self.make_mask(), self.make_dense()
         rng = np.random.default_rng(self.seed)
-        S = dense.shape[-1]
-        v = self._random(mask, (S,), rng)
-        assert_close(mask @ v, dense @ to_numpy64(v), rtol=self._rtol(mask), what="L @ vector")
-        x = self._random(mask, (2,) + dense.shape[:-2] + (S, 3), rng)
-        assert_close(mask @ x, dense @ to_numpy64(x), rtol=self._rtol(mask), what="L @ batch")
+        T, S = dense.shape[-2:]
+        batch = (2,) + dense.shape[:-2]
+        rtol = self._rtol(mask)
+        dense_T = np.swapaxes(dense, -1, -2)
+        v, u = self._random(mask, (S,), rng), self._random(mask, (T,), rng)
+        x, w = self._random(mask, batch + (S, 3), rng), self._random(mask, batch + (3, T), rng)
+        z = self._random(mask, batch + (T, 3), rng)
+        assert_close(mask @ v, dense @ to_numpy64(v), rtol=rtol, what="L @ vector")
+        assert_close(mask @ x, dense @ to_numpy64(x), rtol=rtol, what="L @ batch")
+        assert_close(u @ mask, to_numpy64(u) @ dense, rtol=rtol, what="vector @ L")
+        assert_close(w @ mask, to_numpy64(w) @ dense, rtol=rtol, what="batch @ L")
+        assert_close(mask.T @ u, dense_T @ to_numpy64(u), rtol=rtol, what="L.T @ vector")
+        assert_close(mask.T @ z, dense_T @ to_numpy64(z), rtol=rtol, what="L.T @ batch")
 
     def test_input_unchanged(self):
+        """Products from either side leave the caller's array as it was."""
         mask = self.make_mask()
-        x = self._random(mask, (mask.shape[-1], 2), np.random.default_rng(self.seed))
-        before = to_numpy64(x).copy()
-        mask @ x
-        np.testing.assert_array_equal(to_numpy64(x), before)
+        rng = np.random.default_rng(self.seed)
+        T, S = mask.shape[-2:]
+        for x, product in ((self._random(mask, (S, 2), rng), lambda a: mask @ a),
+                           (self._random(mask, (2, T), rng), lambda a: a @ mask),
+                           (self._random(mask, (T, 2), rng), lambda a: mask.T @ a)):
+            before = to_numpy64(x).copy()
+            product(x)
+            np.testing.assert_array_equal(to_numpy64(x), before)
 
     def test_sma_linear_quadratic_dense(self):
         """sma by both algorithms equals ``(L o Q K^T) V`` with the dense definition."""

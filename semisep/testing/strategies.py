@@ -74,6 +74,8 @@ def _log_decays(draw, shape, min_value, allow_resets, backend, dtype):
     shape = tuple(draw(_strategy(shape)))
     rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
     log_a = rng.uniform(min_value, 0.0, size=shape)
+    if draw(st.booleans()):                       # a = 1: no decay at some steps
+        log_a[rng.random(size=shape) < 0.15] = 0.0
     if allow_resets and draw(st.booleans()):
         log_a[rng.random(size=shape) < 0.15] = -np.inf
     return _convert(log_a, backend, dtype)
@@ -83,8 +85,12 @@ def log_decays(*, shape, min_value: float = -5.0, allow_resets: bool = True,
                backend: str = "numpy", dtype: str = "float64") -> st.SearchStrategy:
     """Log-decays in ``[min_value, 0]`` of ``shape`` (a tuple or a strategy of tuples).
 
-    With ``allow_resets`` some draws hold ``-inf`` entries (about 15% of them).
+    Some draws hold exact zeros (``a = 1``) and, with ``allow_resets``, ``-inf``
+    entries (about 15% of them each).
     """
+    if not min_value <= 0:
+        raise ValueError(f"min_value must be <= 0 (log-decays lie in [min_value, 0]), "
+                         f"got {min_value}")
     _check_plain(backend=backend, dtype=dtype)
     return _log_decays(shape, min_value, allow_resets, backend, dtype)
 
