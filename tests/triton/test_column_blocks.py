@@ -121,7 +121,14 @@ def test_whole_state_backward_against_float64(T, extras, dtype, seed):
         L._PLANS.clear()
     want = _grads(ins, kw, seed, extras, fn=_reference)
     tol = 2e-5 if dtype == torch.float32 else 5e-3
+    scale = _term_scales(ins, kw, seed, extras) if extras and dtype == torch.float32 else {}
     for nm, a, w in zip(["y", "hT", *ins], got, want):
+        if nm in scale:
+            # sums over b T positions whose terms cancel: held to fp32 rounding of the
+            # terms' magnitudes, as in test_column_blocks_give_the_whole_backward (dA's relative
+            # error reached 2.03e-5 at T=100, seed 20)
+            assert ((a.double() - w).abs() <= 1e-5 * scale[nm]).all(), nm
+            continue
         assert rel(a, torch.nan_to_num(w, nan=0.0)) < tol, nm
 
 
