@@ -47,6 +47,12 @@ def check_trailing(name: str, arr, expected: tuple, want: str):
         raise ValueError(f"{name} must have shape {want}, got shape {shape_str(arr.shape)}")
 
 
+def check_shape(name: str, arr, expected: tuple, want: str):
+    """``arr.shape == expected`` (no extra leading dimensions) or a ValueError naming ``want``."""
+    if tuple(arr.shape) != tuple(expected):
+        raise ValueError(f"{name} must have shape {want}, got shape {shape_str(arr.shape)}")
+
+
 def broadcast_batch(named_shapes: dict) -> tuple:
     """The broadcast of the leading shapes, or a ValueError listing them."""
     try:

@@ -8,7 +8,7 @@ groups (head ``i`` uses group ``i // (heads // groups)``), and states are
 
 from __future__ import annotations
 
-from ._checks import (as_array, check_decay_overflow, check_positive_int, check_trailing,
+from ._checks import (as_array, check_decay_overflow, check_positive_int, check_shape,
                       dtype_names, shape_str)
 from .algorithms import DEFAULT_CHUNK_SIZE, Generators, SSSProblem, resolve_algorithm
 from .algorithms.decays import Decays
@@ -61,22 +61,32 @@ def ssd(x, log_a=None, B=None, C=None, *, chunk_size: int | None = None, initial
     """
     named = check_ssd_args(x, log_a, B, C, initial_state=initial_state, dt=dt, A=A, D=D, z=z,
                            dt_bias=dt_bias, dt_softplus=dt_softplus, seq_idx=seq_idx)
-    T = named["x"].shape[1]
-    chunk_size = DEFAULT_CHUNK_SIZE if chunk_size is None else check_positive_int(
-        "chunk_size", chunk_size)
-    algorithm = resolve_algorithm(algorithm, "scalar", T, chunk_size)
-    features = frozenset(k for k in ("dt", "dt_bias", "D", "z", "seq_idx", "initial_state")
-                         if k in named) | ({"dt_softplus"} if dt_softplus else set())
-    x, B = named["x"], named["B"]
-    case = Case("ssd", "scalar", algorithm, True, features, dtypes=dtype_names(x, B, named["C"]),
-                sizes=(("n", B.shape[-1]), ("p", x.shape[-1])))
-    be = select_backend(list(named.values()), case, backend)
-    like = next((v for v in named.values() if be.owns(v)), None)
-    arrays = {k: be.asarray(v, like=like) for k, v in named.items()}
+    be, arrays, chunk_size, algorithm = select_ssd_backend(named, chunk_size, algorithm,
+                                                           dt_softplus, backend)
     return be.ssd(arrays.pop("x"), arrays.pop("log_a", None), arrays.pop("B"), arrays.pop("C"),
                   chunk_size=chunk_size, return_final_state=return_final_state,
                   dt_softplus=dt_softplus, algorithm=algorithm, fp32_states=fp32_states,
                   **arrays)
+
+
+def select_ssd_backend(named: dict, chunk_size, algorithm: str, dt_softplus: bool,
+                       backend: str | None):
+    """``(backend, arrays on it, chunk_size, algorithm)`` for :func:`ssd`'s checked ``named``.
+
+    Raises the named ValueError/TypeError for a bad ``chunk_size`` or
+    ``algorithm``, or a ``backend`` that cannot run the case or take the arrays.
+    """
+    x, B = named["x"], named["B"]
+    chunk_size = DEFAULT_CHUNK_SIZE if chunk_size is None else check_positive_int(
+        "chunk_size", chunk_size)
+    algorithm = resolve_algorithm(algorithm, "scalar", x.shape[1], chunk_size)
+    features = frozenset(k for k in ("dt", "dt_bias", "D", "z", "seq_idx", "initial_state")
+                         if k in named) | ({"dt_softplus"} if dt_softplus else set())
+    case = Case("ssd", "scalar", algorithm, True, features, dtypes=dtype_names(x, B, named["C"]),
+                sizes=(("n", B.shape[-1]), ("p", x.shape[-1])))
+    be = select_backend(list(named.values()), case, backend)
+    like = next((v for v in named.values() if be.owns(v)), None)
+    return be, {k: be.asarray(v, like=like) for k, v in named.items()}, chunk_size, algorithm
 
 
 def check_ssd_args(x, log_a=None, B=None, C=None, *, initial_state=None, dt=None, A=None,
@@ -97,7 +107,7 @@ def check_ssd_args(x, log_a=None, B=None, C=None, *, initial_state=None, dt=None
     if B.ndim != 4 or tuple(B.shape[:2]) != (b, T):
         raise ValueError(f"B must have shape ({b}, {T}, groups, N), got shape {shape_str(B.shape)}")
     g, n = B.shape[2], B.shape[3]
-    check_trailing("C", C, (b, T, g, n), f"({b}, {T}, {g}, {n}) like B")
+    check_shape("C", C, (b, T, g, n), f"({b}, {T}, {g}, {n}) like B")
     if h % g:
         raise ValueError(f"the groups of B and C ({g}) must divide the heads of x ({h})")
     if (dt is None) != (A is None):
@@ -110,28 +120,28 @@ def check_ssd_args(x, log_a=None, B=None, C=None, *, initial_state=None, dt=None
     named = {"x": x, "B": B, "C": C}
     if log_a is not None:
         named["log_a"] = log_a = as_array("log_a", log_a)
-        check_trailing("log_a", log_a, (b, T, h), f"({b}, {T}, {h})")
+        check_shape("log_a", log_a, (b, T, h), f"({b}, {T}, {h})")
     else:
         named["dt"] = dt = as_array("dt", dt)
-        check_trailing("dt", dt, (b, T, h), f"({b}, {T}, {h})")
+        check_shape("dt", dt, (b, T, h), f"({b}, {T}, {h})")
         named["A"] = A = as_array("A", A)
-        check_trailing("A", A, (h,), f"({h},)")
+        check_shape("A", A, (h,), f"({h},)")
         if dt_bias is not None:
             named["dt_bias"] = dt_bias = as_array("dt_bias", dt_bias)
-            check_trailing("dt_bias", dt_bias, (h,), f"({h},)")
+            check_shape("dt_bias", dt_bias, (h,), f"({h},)")
     if D is not None:
         named["D"] = D = as_array("D", D)
         if tuple(D.shape) not in ((h,), (h, p)):
             raise ValueError(f"D must have shape ({h},) or ({h}, {p}), got shape {shape_str(D.shape)}")
     if z is not None:
         named["z"] = z = as_array("z", z)
-        check_trailing("z", z, (b, T, h, p), f"({b}, {T}, {h}, {p})")
+        check_shape("z", z, (b, T, h, p), f"({b}, {T}, {h}, {p})")
     if seq_idx is not None:
         named["seq_idx"] = seq_idx = as_array("seq_idx", seq_idx)
-        check_trailing("seq_idx", seq_idx, (b, T), f"({b}, {T})")
+        check_shape("seq_idx", seq_idx, (b, T), f"({b}, {T})")
     if initial_state is not None:
         named["initial_state"] = initial_state = as_array("initial_state", initial_state)
-        check_trailing("initial_state", initial_state, (b, h, p, n), f"({b}, {h}, {p}, {n})")
+        check_shape("initial_state", initial_state, (b, h, p, n), f"({b}, {h}, {p}, {n})")
     return named
 
 

@@ -215,11 +215,7 @@ class SSS(StructuredMatrix):
         broadcast_batch(batches)
 
         algorithm = resolve_algorithm(algorithm, self.structure, T, chunk_size)
-        case = Case("sss_matmul", self.structure, algorithm, self._log, dtypes=dtype_names(self._B, self._C, x2),
-                    sizes=(("N", N), ("P", x2.shape[-1])))
-        be = select_backend([self._A, self._B, self._C, x2, initial_state], case, backend)
-        like = next((v for v in (self._B, x2, self._C, self._A) if be.owns(v)), None)
-        x2 = be.asarray(x2, like=like)
+        be, like, x2 = self._matmul_backend(x2, initial_state, algorithm, backend)
         out_dtype = be.result_dtype(be.asarray(self._B, like=like), be.asarray(self._C, like=like), x2)
         dtype = be.compute_dtype(out_dtype)
         gen = self._generators(be, dtype, like)
@@ -230,6 +226,18 @@ class SSS(StructuredMatrix):
         if vector:
             y, h = y[..., 0], h[..., 0]
         return (y, h) if return_final_state else y
+
+    def _matmul_backend(self, x2, initial_state, algorithm: str, backend: str | None):
+        """``(backend, like, x2 on it)`` for :meth:`matmul` (``x2`` ``(..., T, P)``, checked).
+
+        Raises the named error when ``backend`` cannot run the product or take ``x2``.
+        """
+        case = Case("sss_matmul", self.structure, algorithm, self._log,
+                    dtypes=dtype_names(self._B, self._C, x2),
+                    sizes=(("N", self.state_size), ("P", x2.shape[-1])))
+        be = select_backend([self._A, self._B, self._C, x2, initial_state], case, backend)
+        like = next((v for v in (self._B, x2, self._C, self._A) if be.owns(v)), None)
+        return be, like, be.asarray(x2, like=like)
 
     def to_dense(self, *, backend: str | None = None):
         """The dense ``(..., T, T)`` matrix, formed by the quadratic algorithm."""

@@ -261,6 +261,28 @@ def check_errors(rank, world, sizes):
     expect_error(rank, "first off rank 0", ValueError, "first holds the steps before",
                  lambda: ssdist.previous_tokens(torch.ones(1, T, 2), 3,
                                                 first=torch.ones(1, 3, 2) if rank else None))
+    # found only by the local call's own checks (a shape's rank, the backend, the chunk, the
+    # decays), which run before anything is exchanged: every rank raises, none hangs
+    others = f"rank(s) [{last}] of the group rejected"
+    bad = {"extra leading dimension": (ValueError, "C must have shape", dict(C=lambda C: C[None])),
+           "backend": (TypeError, "backend 'numpy' got a torch tensor", dict(backend="numpy")),
+           "chunk_size": (ValueError, "chunk_size must be an int >= 1", dict(chunk_size=0)),
+           "overflow": (ValueError, "log_a must keep every run",
+                        dict(log_a=lambda la: torch.full_like(la, 1e3)))}
+    for case, (exc_type, wanted, change) in bad.items():
+        def local_call(change=change):
+            args = ssd_inputs(3, initial=False, seed=rank)
+            if rank == last:
+                for key, value in change.items():
+                    args[key] = value(args[key]) if callable(value) else value
+            return ssdist.ssd(**args)
+        expect_error(rank, case, exc_type if rank == last else ValueError,
+                     wanted if rank == last else others, local_call)
+    expect_error(rank, "matmul algorithm", ValueError,
+                 "algorithm must be one of" if rank == last else others,
+                 lambda: ssdist.matmul(ss.SSS(torch.rand(T), torch.ones(T, N), torch.ones(T, N)),
+                                       torch.ones(T, 1), algorithm="fast" if rank == last
+                                       else "auto"))
 
 
 def cases(rank, world, sizes):

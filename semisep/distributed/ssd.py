@@ -24,10 +24,9 @@ from __future__ import annotations
 
 import torch
 
-from .._checks import check_positive_int
-from ..algorithms import DEFAULT_CHUNK_SIZE, resolve_algorithm
+from .._checks import check_decay_overflow
 from ..backends import get_backend
-from ..ssd import check_ssd_args, scaled_inputs
+from ..ssd import check_ssd_args, scaled_inputs, select_ssd_backend
 from ..ssd import ssd as local_ssd
 from .group import (agree, all_gather, collective_device, dtype_code, require_all_or_none,
                     require_equal, require_state_passing, resolve_group, show_dtype)
@@ -38,7 +37,7 @@ from .passing import incoming_states
 def ssd(x, log_a=None, B=None, C=None, *, group=None, chunk_size: int | None = None,
         initial_state=None, return_final_state: bool = False, dt=None, A=None, D=None, z=None,
         dt_bias=None, dt_softplus: bool = False, seq_idx=None, algorithm: str = "auto",
-        backend: str | None = None):
+        fp32_states: bool = False, backend: str | None = None):
     """:func:`semisep.ssd` on this rank's slice of a sequence split over ``group``.
 
     Every rank of ``group`` calls this with its own contiguous slice of T, in
@@ -51,7 +50,7 @@ def ssd(x, log_a=None, B=None, C=None, *, group=None, chunk_size: int | None = N
     x : tensor, shape ``(b, T_r, h, p)``
         This rank's slice; ``b``, ``h``, ``p`` (and ``g``, ``n`` of B and C, and
         the dtype) must agree across ranks, ``T_r`` may not.
-    log_a, B, C, dt, A, D, z, dt_bias, dt_softplus, chunk_size, algorithm, backend
+    log_a, B, C, dt, A, D, z, dt_bias, dt_softplus, chunk_size, algorithm, fp32_states, backend
         As in :func:`semisep.ssd`, for this rank's slice (per-step arrays hold
         ``T_r`` steps; ``A``, ``D``, ``dt_bias`` are the same everywhere).
     group : ProcessGroup, optional
@@ -105,18 +104,17 @@ def ssd(x, log_a=None, B=None, C=None, *, group=None, chunk_size: int | None = N
                                 f"torch.distributed), got {type(value).__name__}")
         b, T, h, p = x.shape
         g, n = B.shape[2], B.shape[3]
-        resolve_algorithm(algorithm, "scalar", T, DEFAULT_CHUNK_SIZE if chunk_size is None
-                          else check_positive_int("chunk_size", chunk_size))
+        select_ssd_backend(named, chunk_size, algorithm, dt_softplus, backend)  # as the local call
         be = get_backend("torch")
         dtype = be.compute_dtype(be.result_dtype(x, B, C))
         code = dtype_code(dtype)
-        if T > 0:
-            xs, log_a_eff = scaled_inputs(be, x, log_a, dtype, dt=dt, A=A, dt_bias=dt_bias,
-                                          dt_softplus=dt_softplus, seq_idx=seq_idx)
-            S, decay = ssd_end_state(xs, log_a_eff, B)
-            needs_grad = S.requires_grad or decay.requires_grad or (
-                initial_state is not None and initial_state.requires_grad)
-    except (ValueError, TypeError) as exc:
+        xs, log_a_eff = scaled_inputs(be, x, log_a, dtype, dt=dt, A=A, dt_bias=dt_bias,
+                                      dt_softplus=dt_softplus, seq_idx=seq_idx)
+        check_decay_overflow("log_a" if dt is None else "dt * A", log_a_eff, dtype, axis=1)
+        S, decay = ssd_end_state(xs, log_a_eff, B)
+        needs_grad = S.requires_grad or decay.requires_grad or (
+            initial_state is not None and initial_state.requires_grad)
+    except Exception as exc:   # noqa: BLE001 - raised on this rank, agreed on by the others
         error = exc
     descs = agree(group, world, collective_device(group, x),
                   {"b": b, "h": h, "p": p, "g": g, "n": n, "dtype": code,
@@ -138,7 +136,7 @@ def ssd(x, log_a=None, B=None, C=None, *, group=None, chunk_size: int | None = N
     return local_ssd(x, log_a, B, C, chunk_size=chunk_size, initial_state=h_in,
                      return_final_state=return_final_state, dt=dt, A=A, D=D, z=z,
                      dt_bias=dt_bias, dt_softplus=dt_softplus, seq_idx=seq_idx,
-                     algorithm=algorithm, backend=backend)
+                     algorithm=algorithm, fp32_states=fp32_states, backend=backend)
 
 
 def _check_agreement(descs: list):

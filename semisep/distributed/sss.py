@@ -14,7 +14,9 @@ from __future__ import annotations
 
 import torch
 
-from .._checks import broadcast_batch, check_trailing, shape_str
+from .._checks import (broadcast_batch, check_decay_overflow, check_positive_int, check_trailing,
+                       shape_str)
+from ..algorithms import DEFAULT_CHUNK_SIZE, resolve_algorithm
 from ..backends import get_backend
 from ..sss import SSS
 from .group import (agree, collective_device, dtype_code, require_equal, require_state_passing,
@@ -72,8 +74,15 @@ def matmul(M, x, *, group=None, initial_state=None, return_final_state: bool = F
               "batch_dims": 0, **{f"batch{i}": 0 for i in range(MAX_BATCH_DIMS)}}
     try:
         vector, x2, batch = _check_local(M, x, initial_state)
+        chunk = DEFAULT_CHUNK_SIZE if chunk_size is None else check_positive_int(
+            "chunk_size", chunk_size)
+        M._matmul_backend(x2, initial_state, resolve_algorithm(algorithm, M.structure,
+                                                               M.seq_len, chunk), backend)
         be = get_backend("torch")
         dtype = be.compute_dtype(be.result_dtype(M.B, M.C, x2))
+        if M.log_a is not None:
+            check_decay_overflow("log_a", M.log_a, dtype,
+                                 axis=-1 if M.structure == "scalar" else -2)
         data = M.log_a if M.log_a is not None else M.A
         S, decay = sss_end_state(M.structure, data, M.log_a is not None, M.B, x2.to(dtype))
         S = S.broadcast_to(batch + S.shape[-2:])           # the same shapes on every rank
@@ -87,7 +96,7 @@ def matmul(M, x, *, group=None, initial_state=None, return_final_state: bool = F
                       grad=S.requires_grad or decay.requires_grad or (
                           init is not None and init.requires_grad),
                       **{f"batch{i}": s for i, s in enumerate(batch)})
-    except (ValueError, TypeError) as exc:
+    except Exception as exc:   # noqa: BLE001 - raised on this rank, agreed on by the others
         error = exc
     descs = agree(group, world, collective_device(group, x), fields, error)
     batch_keys = ("batch_dims",) + tuple(f"batch{i}" for i in range(MAX_BATCH_DIMS))

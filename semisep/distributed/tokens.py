@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import torch
 
-from .._checks import check_positive_int, check_trailing, shape_str
+from .._checks import check_positive_int, check_shape, shape_str
 from .group import (agree, all_gather, collective_device, dtype_code, require_all_or_none,
                     require_equal, resolve_group, show_dtype)
 
@@ -64,9 +64,9 @@ def previous_tokens(x, count: int, *, group=None, first=None, seq_idx=None):
         count = check_positive_int("count", count)
         b, T, c = x.shape
         if first is not None:
-            check_trailing("first", first, (b, count, c), f"({b}, {count}, {c})")
+            check_shape("first", first, (b, count, c), f"({b}, {count}, {c})")
         if seq_idx is not None:
-            check_trailing("seq_idx", seq_idx, (b, T), f"({b}, {T})")
+            check_shape("seq_idx", seq_idx, (b, T), f"({b}, {T})")
         fields.update(b=b, T=T, c=c, count=count, dtype=dtype_code(x.dtype),
                       grad=torch.is_grad_enabled() and (x.requires_grad or (
                           first is not None and first.requires_grad)))
