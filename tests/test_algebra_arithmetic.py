@@ -56,12 +56,17 @@ def test_product(backend, data):
     assert_matches_dense(product, reference_of(M1) @ reference_of(M2))
 
 
-@given(data=st.data())
-def test_product_initial_state_is_the_cascade(data):
+def pair_with_states(data):
+    """Two SSS matrices of one T, an input ``x`` and an initial state for each."""
     M1, M2 = data.draw(sss_pairs())
     rng = np.random.default_rng(data.draw(st.integers(0, 1000)))
     x = rng.normal(size=(M1.seq_len, 2))
-    h1, h2 = rng.normal(size=(M1.state_size, 2)), rng.normal(size=(M2.state_size, 2))
+    return M1, M2, x, rng.normal(size=(M1.state_size, 2)), rng.normal(size=(M2.state_size, 2))
+
+
+@given(data=st.data())
+def test_product_initial_state_is_the_cascade(data):
+    M1, M2, x, h1, h2 = pair_with_states(data)
     u = M2.matmul(x, initial_state=h2, algorithm="recurrent")
     expected = M1.matmul(u, initial_state=h1, algorithm="recurrent")
     got = (M1 @ M2).matmul(x, initial_state=np.concatenate([h1, h2]), algorithm="recurrent")
@@ -71,10 +76,7 @@ def test_product_initial_state_is_the_cascade(data):
 @given(data=st.data())
 def test_sum_and_difference_initial_state_is_each_operands(data):
     """The state of ``M1 +- M2`` is ``[h1; h2]``: each operand's own, for the difference too."""
-    M1, M2 = data.draw(sss_pairs())
-    rng = np.random.default_rng(data.draw(st.integers(0, 1000)))
-    x = rng.normal(size=(M1.seq_len, 2))
-    h1, h2 = rng.normal(size=(M1.state_size, 2)), rng.normal(size=(M2.state_size, 2))
+    M1, M2, x, h1, h2 = pair_with_states(data)
     y1, f1 = M1.matmul(x, initial_state=h1, algorithm="recurrent", return_final_state=True)
     y2, f2 = M2.matmul(x, initial_state=h2, algorithm="recurrent", return_final_state=True)
     for sign, result in ((1.0, M1 + M2), (-1.0, M1 - M2)):
