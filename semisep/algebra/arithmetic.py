@@ -49,8 +49,9 @@ def add(M1: SSS, M2, *, sign: float = 1.0):
 
     The state is ``[h1; h2]``: ``A = diag(A1, A2)``, ``B = [B1; B2]``,
     ``C = [C1; sign C2]`` (the sign on the output side, so that an initial
-    state ``[h1; h2]`` means each operand's own, for the difference too). Two scalar or diagonal A give a diagonal A (kept as
-    log-decays when both are); a full operand gives a block-diagonal full A.
+    state ``[h1; h2]`` means each operand's own, for the difference too). Two
+    scalar or diagonal A give a diagonal A (kept as log-decays when both are);
+    a full operand gives a block-diagonal full A.
 
     Parameters
     ----------

@@ -16,8 +16,8 @@ import numbers
 import numpy as np
 
 from ..sss import SSS
-from .generators import require_sss
 from .compress import hankel_singular_values, reachable_form, s_max
+from .generators import require_sss
 from .realize import dense_ranks, strict_upper_max
 from .tolerance import check_tolerances, counts, threshold
 
