@@ -3,8 +3,9 @@
 Each function returns a strategy. Values are drawn from a seeded numpy
 generator (the seed and the special cases are what hypothesis draws and
 shrinks), so the arrays are dense and realistic: decays in ``(0, 1]`` or
-``[-1, 1]``, ``B`` and ``C`` standard normal, plus zeros, negatives and
-``-inf`` resets where allowed. ``backend="torch"`` gives torch tensors.
+``[-1, 1]``, ``B`` and ``C`` standard normal (each at times shared across the
+batch, so that leading shapes broadcast), plus zeros, negatives and ``-inf``
+resets where allowed. ``backend="torch"`` gives torch tensors.
 
 >>> from hypothesis import given
 >>> from semisep.testing import sss_matrices
@@ -126,8 +127,9 @@ def _sss(draw, structure, T, N, batch_shape, log, allow_zeros, allow_negative, a
             A = np.abs(A)
     else:
         A = _values(rng, batch + core, allow_zeros, allow_negative, special)
-    B = rng.normal(size=batch + (T, N))
-    C = rng.normal(size=batch + (T, N))
+    # B and C each shared across the batch at times (a leading shape that broadcasts)
+    B = rng.normal(size=(batch if not batch or draw(st.booleans()) else ()) + (T, N))
+    C = rng.normal(size=(batch if not batch or draw(st.booleans()) else ()) + (T, N))
     A, B, C = (_convert(v, backend, dtype) for v in (A, B, C))
     return SSS.from_log(A, B, C, structure=structure) if log else SSS(A, B, C, structure=structure)
 
