@@ -73,8 +73,8 @@ class Dense(StructuredMatrix):
     """A plain array ``W`` of shape ``(..., T, S)`` seen as a structured matrix.
 
     ``matmul`` is the ordinary product, O(T S P), in the promoted dtype of ``W``
-    and ``x`` (numpy's or torch's rules: a float32 ``W`` times a float64 ``x``
-    is float64).
+    and ``x`` (numpy's rules, or the torch backend's result dtype: a float32
+    ``W`` times a float64 ``x`` is float64).
     """
 
     def __init__(self, W):
@@ -94,12 +94,11 @@ class Dense(StructuredMatrix):
         x = as_array("x", x)
         if not (is_torch(self.W) or is_torch(x)):
             return self.W @ x
-        import torch      # torch's matmul does not promote: cast both to the promoted dtype
-
-        W = torch.as_tensor(self.W, device=x.device if is_torch(x) else None)
-        x = torch.as_tensor(x, device=W.device)
-        dtype = torch.promote_types(W.dtype, x.dtype)
-        return W.to(dtype) @ x.to(dtype)
+        be = backend_of(self.W, x)   # torch's matmul does not promote: the backend's rule does
+        W = be.asarray(self.W, like=x)
+        x = be.asarray(x, like=W)
+        dtype = be.result_dtype(W, x)
+        return be.cast(W, dtype) @ be.cast(x, dtype)
 
     def to_dense(self):
         return self.W

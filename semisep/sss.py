@@ -197,8 +197,6 @@ class SSS(StructuredMatrix):
         chunked O(T Q (N + P) + T N P). fp32 results are within 1e-5 relative
         of float64 at any T for log-decays <= 0.
         """
-        chunk_size = DEFAULT_CHUNK_SIZE if chunk_size is None else check_positive_int(
-            "chunk_size", chunk_size)
         T, N = self.seq_len, self.state_size
         x2, vector = as_columns("x", x, T, of=f"a matrix of T={T}")
         if initial_state is not None:
@@ -214,8 +212,8 @@ class SSS(StructuredMatrix):
             batches["initial_state"] = initial_state.shape[:-2]
         broadcast_batch(batches)
 
-        algorithm = resolve_algorithm(algorithm, self.structure, T, chunk_size)
-        be, like, x2 = self._matmul_backend(x2, initial_state, algorithm, backend)
+        be, like, x2, algorithm, chunk_size = self._matmul_plan(x2, initial_state, algorithm,
+                                                                chunk_size, backend)
         out_dtype = be.result_dtype(be.asarray(self._B, like=like), be.asarray(self._C, like=like), x2)
         dtype = be.compute_dtype(out_dtype)
         gen = self._generators(be, dtype, like)
@@ -227,17 +225,22 @@ class SSS(StructuredMatrix):
             y, h = y[..., 0], h[..., 0]
         return (y, h) if return_final_state else y
 
-    def _matmul_backend(self, x2, initial_state, algorithm: str, backend: str | None):
-        """``(backend, like, x2 on it)`` for :meth:`matmul` (``x2`` ``(..., T, P)``, checked).
+    def _matmul_plan(self, x2, initial_state, algorithm: str, chunk_size, backend):
+        """``(backend, like, x2 on it, algorithm, chunk_size)`` for :meth:`matmul`.
 
-        Raises the named error when ``backend`` cannot run the product or take ``x2``.
+        ``x2`` is ``(..., T, P)``, already checked. Raises the named error for a bad
+        ``chunk_size`` or ``algorithm``, or a ``backend`` that cannot run the product
+        or take ``x2``.
         """
+        chunk_size = DEFAULT_CHUNK_SIZE if chunk_size is None else check_positive_int(
+            "chunk_size", chunk_size)
+        algorithm = resolve_algorithm(algorithm, self.structure, self.seq_len, chunk_size)
         case = Case("sss_matmul", self.structure, algorithm, self._log,
                     dtypes=dtype_names(self._B, self._C, x2),
                     sizes=(("N", self.state_size), ("P", x2.shape[-1])))
         be = select_backend([self._A, self._B, self._C, x2, initial_state], case, backend)
         like = next((v for v in (self._B, x2, self._C, self._A) if be.owns(v)), None)
-        return be, like, be.asarray(x2, like=like)
+        return be, like, be.asarray(x2, like=like), algorithm, chunk_size
 
     def to_dense(self, *, backend: str | None = None):
         """The dense ``(..., T, T)`` matrix, formed by the quadratic algorithm."""

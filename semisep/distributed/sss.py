@@ -14,9 +14,7 @@ from __future__ import annotations
 
 import torch
 
-from .._checks import (broadcast_batch, check_decay_overflow, check_positive_int, check_trailing,
-                       shape_str)
-from ..algorithms import DEFAULT_CHUNK_SIZE, resolve_algorithm
+from .._checks import broadcast_batch, check_decay_overflow, check_trailing, shape_str
 from ..backends import get_backend
 from ..sss import SSS
 from .group import (agree, collective_device, dtype_code, require_equal, require_state_passing,
@@ -74,10 +72,7 @@ def matmul(M, x, *, group=None, initial_state=None, return_final_state: bool = F
               "batch_dims": 0, **{f"batch{i}": 0 for i in range(MAX_BATCH_DIMS)}}
     try:
         vector, x2, batch = _check_local(M, x, initial_state)
-        chunk = DEFAULT_CHUNK_SIZE if chunk_size is None else check_positive_int(
-            "chunk_size", chunk_size)
-        M._matmul_backend(x2, initial_state, resolve_algorithm(algorithm, M.structure,
-                                                               M.seq_len, chunk), backend)
+        M._matmul_plan(x2, initial_state, algorithm, chunk_size, backend)   # as the local call
         be = get_backend("torch")
         dtype = be.compute_dtype(be.result_dtype(M.B, M.C, x2))
         if M.log_a is not None:
